@@ -1,0 +1,1 @@
+"""The ``elastream`` command line."""

@@ -1,0 +1,123 @@
+"""The fluent layer: ``flow.source(...).map(f).filter(p).key_by(k).reduce(g).sink(...)``.
+
+Each call adds an operator to the underlying flow and connects it; the result
+is the same graph one would build with ``flow.add`` / ``flow.connect``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from elastream.operators.base import Operator
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.graph.flow import Flow, OperatorHandle, OutputRef
+
+
+def as_source(obj: Any) -> Operator:
+    """An operator from a source operator, an iterable or a generator function."""
+    from elastream.ops.sources import FromGenerator, FromIterable
+
+    if isinstance(obj, Operator):
+        if obj.n_inputs != 0:
+            raise ValueError(f"{type(obj).__name__} has input ports; a source has none")
+        return obj
+    if callable(obj) and not hasattr(obj, "__iter__"):
+        return FromGenerator(obj)
+    if hasattr(obj, "__iter__"):
+        return FromIterable(obj)
+    raise TypeError(f"cannot make a source from {type(obj).__name__}")
+
+
+class Stream:
+    """One output port of a flow, extended by chaining operators onto it."""
+
+    def __init__(self, flow: Flow, port: OutputRef):
+        self.flow = flow
+        self.port = port
+
+    @property
+    def handle(self) -> OperatorHandle:
+        """The operator producing this stream."""
+        return self.port.handle
+
+    def then(self, op: Operator, name: str | None = None) -> Stream:
+        """Connect this stream to input 0 of ``op`` and continue from its output 0."""
+        handle = self.flow.add(op, name=name)
+        self.flow.connect(self.port, handle.in_(0))
+        return Stream(self.flow, handle.out(0))
+
+    def map(self, fn: Callable[[Any], Any], name: str | None = None) -> Stream:
+        """Stateless one-to-one transform."""
+        from elastream.ops.transforms import Map
+
+        return self.then(Map(fn), name)
+
+    def filter(self, pred: Callable[[Any], bool], name: str | None = None) -> Stream:
+        """Keep tuples where ``pred`` holds."""
+        from elastream.ops.transforms import Filter
+
+        return self.then(Filter(pred), name)
+
+    def flat_map(self, fn: Callable[[Any], Iterable[Any]], name: str | None = None) -> Stream:
+        """Stateless one-to-many transform."""
+        from elastream.ops.transforms import FlatMap
+
+        return self.then(FlatMap(fn), name)
+
+    def union(self, *others: Stream, name: str | None = None) -> Stream:
+        """Merge this stream with ``others`` (per-stream order kept)."""
+        from elastream.ops.transforms import Union
+
+        handle = self.flow.add(Union(1 + len(others)), name=name)
+        for i, s in enumerate((self, *others)):
+            self.flow.connect(s.port, handle.in_(i))
+        return Stream(self.flow, handle.out(0))
+
+    def key_by(self, key: Callable[[Any], Any]) -> KeyedStream:
+        """Partition this stream by ``key`` for keyed operators."""
+        return KeyedStream(self, key)
+
+    def process(self, step: Callable[[Any, Any], Any], state: Callable[[], Any] = dict,
+                kind: str = "stateful", name: str | None = None) -> Stream:
+        """Whole-stream stateful step: ``step(state, item) -> (state, outputs)``."""
+        from elastream.ops.keyed import StatefulProcess
+
+        if kind != "stateful":
+            raise ValueError("Stream.process is kind='stateful'; use key_by(k).process(...) for partitioned")
+        return self.then(StatefulProcess(step, state), name)
+
+    def sink(self, op: Operator, name: str | None = None) -> OperatorHandle:
+        """End the pipeline in sink ``op``; returns its handle."""
+        handle = self.flow.add(op, name=name)
+        self.flow.connect(self.port, handle.in_(0))
+        return handle
+
+    def collect(self, name: str | None = None) -> OperatorHandle:
+        """End the pipeline in a Collect sink."""
+        from elastream.ops.sinks import Collect
+
+        return self.sink(Collect(), name)
+
+
+class KeyedStream:
+    """A stream partitioned by a key function."""
+
+    def __init__(self, stream: Stream, key: Callable[[Any], Any]):
+        self.stream = stream
+        self.key = key
+
+    def process(self, step: Callable[[Any, Any], Any], state: Callable[[], Any] = dict,
+                name: str | None = None) -> Stream:
+        """Partitioned stateful step with one state per key."""
+        from elastream.ops.keyed import KeyedProcess
+
+        return self.stream.then(KeyedProcess(self.key, step, state), name)
+
+    def reduce(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None,
+               name: str | None = None) -> Stream:
+        """Emit ``(key, running fold)`` for every tuple."""
+        from elastream.ops.keyed import KeyedReduce
+
+        return self.stream.then(KeyedReduce(self.key, fn, initial), name)

@@ -1,0 +1,5 @@
+"""Operator API (user-facing base classes)."""
+
+from elastream.operators.base import FunctionOperator, Operator, SourceOperator, Status
+
+__all__ = ["FunctionOperator", "Operator", "SourceOperator", "Status"]

@@ -1,0 +1,143 @@
+"""Operator API: the classes users subclass.
+
+Two ways to write an operator (DESIGN.md "Layers", C-Stream §2.3):
+
+* a *coroutine operator* subclasses :class:`Operator` and implements
+  ``async def process(self, ctx)`` — its own driver loop that waits for data
+  with ``ctx.wait_for_all`` / ``ctx.wait_for_any`` and pushes with
+  ``await port.push(t)``;
+* a *function operator* subclasses :class:`FunctionOperator` (or
+  :class:`SourceOperator`) and handles whole batches; the runtime calls it with
+  up to a budget of tuples per activation (Haren's ``run(b)``).
+
+This module imports nothing from the runtime: an operator is plain data until a
+runner compiles the flow that holds it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.context import Context
+
+
+class Status(enum.Enum):
+    """Result of a data-availability call (C-Stream Algorithms 1–2)."""
+
+    DONE = "done"
+    """The wait specification is satisfied."""
+    OVER = "over"
+    """The wait can never be satisfied (ports closed or shutdown requested)."""
+
+
+class Operator:
+    """Base class of every operator.
+
+    ``inputs`` / ``outputs`` are the port counts. ``control_inputs`` lists
+    input ports declared ``control=True`` (C-Stream §3.2.2): feedback loops in
+    a flow must pass through one of them.
+
+    Example::
+
+        class Double(es.Operator):
+            def __init__(self):
+                super().__init__(inputs=1, outputs=1)
+
+            async def process(self, ctx):
+                port, out = ctx.inputs[0], ctx.outputs[0]
+                while await ctx.wait_for_all({port: 1}) is es.Status.DONE:
+                    await out.push(port.pop() * 2)
+    """
+
+    #: Most workers that may run this operator at once (ordered-multicore §6).
+    max_workers: int = 1
+    #: Declared kind: "coroutine", "stateless", "partitioned" or "stateful".
+    kind: str = "coroutine"
+
+    def __init__(self, inputs: int = 0, outputs: int = 0, *, control_inputs: Iterable[int] = ()):
+        if inputs < 0 or outputs < 0:
+            raise ValueError("port counts must be >= 0")
+        self.n_inputs = int(inputs)
+        self.n_outputs = int(outputs)
+        self.control_inputs = frozenset(int(i) for i in control_inputs)
+        bad = [i for i in self.control_inputs if not 0 <= i < self.n_inputs]
+        if bad:
+            raise ValueError(f"control input ports {bad} out of range for {self.n_inputs} inputs")
+
+    async def process(self, ctx: Context) -> None:
+        """The operator's driver loop; returns when the operator is done."""
+        raise NotImplementedError(f"{type(self).__name__} must implement async def process(self, ctx)")
+
+    def open(self, ctx: Context) -> None:
+        """Called once in a worker before the first activation."""
+
+    def close(self) -> None:
+        """Called once when the operator completes, fails or is shut down.
+
+        Sinks flush here, so nothing they accepted is lost.
+        """
+
+    def result(self) -> Any:
+        """What ``RunResult.outputs[name]`` holds for this operator (None: nothing)."""
+        return None
+
+    def required_outputs(self) -> frozenset[int]:
+        """Output ports that must be connected (e.g. a dead-letter port)."""
+        return frozenset()
+
+    def describe(self) -> str:
+        """Short human-readable description used in tables and errors."""
+        return type(self).__name__
+
+
+class FunctionOperator(Operator):
+    """An operator defined by a batch function instead of a driver loop.
+
+    The runtime takes up to a budget of tuples from one input port and calls
+    :meth:`on_batch`; the returned list goes to output port 0, in order. When
+    every input port is closed and drained :meth:`on_inputs_closed` may emit a
+    final batch. Inputs are read disjunctively (any port with data), so
+    per-port order is kept.
+    """
+
+    kind = "stateless"
+
+    def __init__(self, inputs: int = 1, outputs: int = 1, **kw: Any):
+        if outputs > 1:
+            raise ValueError("function operators have at most one output port")
+        super().__init__(inputs=inputs, outputs=outputs, **kw)
+
+    def on_batch(self, items: list, port: int) -> list | None:
+        """Process a batch taken from input ``port``; return the outputs (or None)."""
+        raise NotImplementedError
+
+    def on_inputs_closed(self) -> list | None:
+        """Called once after every input closed and drained; may return final outputs."""
+        return None
+
+
+class SourceOperator(Operator):
+    """A source defined by a batch pull function.
+
+    :meth:`next_batch` returns a list of up to ``max_items`` tuples, or None
+    when the source is exhausted.
+    """
+
+    kind = "source"
+
+    def __init__(self, outputs: int = 1):
+        super().__init__(inputs=0, outputs=outputs)
+
+    def next_batch(self, max_items: int) -> list | None:
+        """Return the next tuples (at most ``max_items``) or None when exhausted."""
+        raise NotImplementedError
+
+    def take_side_outputs(self) -> list[tuple[int, list]]:
+        """Tuples for output ports other than 0 produced by the last batch.
+
+        Used by file sources to route dead letters; default: none.
+        """
+        return []

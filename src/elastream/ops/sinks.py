@@ -1,0 +1,45 @@
+"""In-memory sinks: Collect and Callback."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from elastream.operators.base import FunctionOperator
+
+
+class Collect(FunctionOperator):
+    """Gather every tuple into a list: ``result.outputs[name]``, in arrival order."""
+
+    kind = "sink"
+
+    def __init__(self) -> None:
+        super().__init__(inputs=1, outputs=0)
+        self.items: list[Any] = []
+
+    def open(self, ctx) -> None:
+        self.items = []
+
+    def on_batch(self, items: list, port: int) -> None:
+        self.items.extend(items)
+
+    def result(self) -> list[Any]:
+        return self.items
+
+
+class Callback(FunctionOperator):
+    """Call ``fn(item)`` for every tuple (or ``fn(batch)`` with ``batch=True``)."""
+
+    kind = "sink"
+
+    def __init__(self, fn: Callable[[Any], Any], batch: bool = False):
+        super().__init__(inputs=1, outputs=0)
+        self.fn = fn
+        self.batch = batch
+
+    def on_batch(self, items: list, port: int) -> None:
+        if self.batch:
+            self.fn(items)
+        else:
+            for x in items:
+                self.fn(x)

@@ -1,0 +1,216 @@
+"""The operator's view of the runtime: :class:`Context` and its ports.
+
+A context is created per operator when a flow is compiled and is used only by
+that operator's code, which runs in one worker thread at a time. Every blocking
+call suspends the operator coroutine through :func:`~elastream.runtime.traps.suspend`
+(never the thread).
+
+Example (C-Stream Listing 2)::
+
+    async def process(self, ctx):
+        spec = {port: 1 for port in ctx.inputs}
+        while not ctx.shutdown_requested:
+            if await ctx.wait_for_all(spec) is es.Status.OVER:
+                break
+            await ctx.outputs[0].push(tuple(p.pop() for p in ctx.inputs))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from elastream.operators.base import Status
+from elastream.runtime.traps import PREEMPT, ReadWait, Sleep, WaitMode, WriteWait, suspend
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.buffer import PortBuffer
+    from elastream.runtime.task import Task
+
+
+class InputPort:
+    """An operator's input port: ``pop()``, ``peek()``, ``len()``, ``closed``, ``pop_many(n)``."""
+
+    __slots__ = ("_buf", "_task", "index")
+
+    def __init__(self, buf: PortBuffer, task: Task, index: int):
+        self._buf = buf
+        self._task = task
+        self.index = index
+
+    def pop(self) -> Any:
+        """Remove and return the front tuple (IndexError when empty)."""
+        buf = self._buf
+        item = buf.take_one()
+        task = self._task
+        task.tuples_in += 1
+        task.origin = buf.last_origin
+        if buf.write_waiters:
+            task.sched.port_read(buf)
+        return item
+
+    def pop_many(self, n: int | None = None) -> list:
+        """Remove and return up to ``n`` tuples (all available when None)."""
+        buf = self._buf
+        items, origin = buf.take(buf.count if n is None else n)
+        if items:
+            task = self._task
+            task.tuples_in += len(items)
+            task.origin = origin
+            if buf.write_waiters:
+                task.sched.port_read(buf)
+        return items
+
+    def peek(self) -> Any:
+        """The front tuple, left in place (IndexError when empty)."""
+        return self._buf.peek()
+
+    def __len__(self) -> int:
+        return self._buf.count
+
+    @property
+    def closed(self) -> bool:
+        """True once every upstream operator has completed (C-Stream §3.2.3)."""
+        return self._buf.closed
+
+    @property
+    def exhausted(self) -> bool:
+        """Closed and empty: no tuple will ever be popped again."""
+        return self._buf.closed and self._buf.count == 0
+
+    def __repr__(self) -> str:
+        return f"<InputPort {self._buf.name} len={self._buf.count}{' closed' if self.closed else ''}>"
+
+
+class OutputPort:
+    """An operator's output port: ``await push(t)`` / ``await push_many(ts)`` with back-pressure."""
+
+    __slots__ = ("_task", "index")
+
+    def __init__(self, task: Task, index: int):
+        self._task = task
+        self.index = index
+
+    async def push(self, item: Any) -> None:
+        """Push one tuple to every subscriber; suspends while a buffer is full (Algorithm 3)."""
+        task = self._task
+        origin = task.origin if task.inputs else perf_counter()
+        if not task.emit(self.index, [item], origin):
+            await _wait_pending(task)
+        if perf_counter() >= task.deadline:
+            await suspend(PREEMPT)
+
+    async def push_many(self, items: Iterable[Any]) -> None:
+        """Push many tuples in order; suspends while a buffer is full."""
+        task = self._task
+        batch = items if type(items) is list else list(items)
+        if not batch:
+            return
+        origin = task.origin if task.inputs else perf_counter()
+        if not task.emit(self.index, batch, origin):
+            await _wait_pending(task)
+        if perf_counter() >= task.deadline:
+            await suspend(PREEMPT)
+
+    def __repr__(self) -> str:
+        return f"<OutputPort {self._task.name}.out({self.index})>"
+
+
+async def _wait_pending(task: Task) -> None:
+    while True:
+        await suspend(WriteWait(task.pending_buffers()))
+        if task.flush_pending():
+            return
+
+
+class Context:
+    """What an operator's ``process`` coroutine sees of the runtime."""
+
+    def __init__(self, task: Task, inputs: list[InputPort], outputs: list[OutputPort]):
+        self._task = task
+        self.inputs = inputs
+        self.outputs = outputs
+        self.name = task.name
+        self.logger = logging.getLogger(f"elastream.op.{task.name}")
+
+    @property
+    def shutdown_requested(self) -> bool:
+        """True once an explicit shutdown (or a failure elsewhere) was requested."""
+        return self._task.sched.shutdown_requested
+
+    def _resolve(self, spec: Mapping[Any, int]) -> tuple[tuple[PortBuffer, int], ...]:
+        out = []
+        for port, count in spec.items():
+            if isinstance(port, int):
+                port = self.inputs[port]
+            elif not isinstance(port, InputPort) or port._task is not self._task:
+                raise ValueError(f"operator {self.name!r}: wait spec keys must be this operator's "
+                                 f"input ports or their indexes, got {port!r}")
+            out.append((port._buf, int(count)))
+        return tuple(out)
+
+    async def wait_for_all(self, spec: Mapping[Any, int]) -> Status:
+        """Wait until every port in ``spec`` holds its count (Algorithm 1).
+
+        Returns ``Status.OVER`` as soon as one port is closed without enough
+        tuples, or on shutdown.
+        """
+        resolved = self._resolve(spec)
+        task = self._task
+        while True:
+            if all(b.count >= c for b, c in resolved):
+                if perf_counter() >= task.deadline:
+                    await suspend(PREEMPT)
+                return Status.DONE
+            # Closed flags before counts: a producer pushes before it completes.
+            if any(b.closed and b.count < c for b, c in resolved) or self._task.sched.shutdown_requested:
+                if all(b.count >= c for b, c in resolved):
+                    return Status.DONE
+                return Status.OVER
+            await suspend(ReadWait(resolved, WaitMode.CONJ))
+
+    async def wait_for_any(self, spec: Mapping[Any, int]) -> Status:
+        """Wait until some port in ``spec`` holds its count (Algorithm 2).
+
+        Returns ``Status.OVER`` only when no port can ever satisfy it, or on shutdown.
+        """
+        resolved = self._resolve(spec)
+        task = self._task
+        while True:
+            if any(b.count >= c for b, c in resolved):
+                if perf_counter() >= task.deadline:
+                    await suspend(PREEMPT)
+                return Status.DONE
+            if all(b.closed for b, _ in resolved) or self._task.sched.shutdown_requested:
+                if any(b.count >= c for b, c in resolved):
+                    return Status.DONE
+                return Status.OVER
+            await suspend(ReadWait(resolved, WaitMode.DISJ))
+
+    async def sleep(self, seconds: float) -> None:
+        """Suspend this operator for ``seconds`` without holding a worker thread."""
+        await self.sleep_until(perf_counter() + seconds)
+
+    async def sleep_until(self, when: float) -> None:
+        """Suspend until the ``time.perf_counter()`` instant ``when``."""
+        if when > perf_counter() and not self._task.sched.shutdown_requested:
+            await suspend(Sleep(when))
+
+    async def yield_now(self) -> None:
+        """Give other operators a turn if this one's quantum is used up."""
+        if perf_counter() >= self._task.deadline:
+            await suspend(PREEMPT)
+
+    def count_malformed(self, n: int = 1) -> None:
+        """Count records skipped under the ``skip`` error policy."""
+        self._task.malformed += n
+
+    @property
+    def now(self) -> float:
+        """The runtime clock (``time.perf_counter()``)."""
+        return perf_counter()
+
+    def __repr__(self) -> str:
+        return f"<Context {self.name}>"

@@ -1,0 +1,60 @@
+"""Periodic statistics monitor: recent read/write rates and policy ticks.
+
+One daemon thread per run wakes every ``period_s``, updates each task's recent
+rates (C-Stream §3.2.6 "recent read rates ... recent write rates") and, for
+policies that ask for it, calls ``policy.on_tick`` with a snapshot. Further
+periodic controllers (elasticity) register through ``add_hook``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from time import perf_counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.scheduler import Scheduler
+
+
+class Monitor:
+    """Samples counters every period until stopped."""
+
+    def __init__(self, sched: Scheduler, period_s: float):
+        self.sched = sched
+        self.period_s = period_s
+        self._hooks: list[Callable[[], None]] = []
+        self._stop = threading.Event()
+        self._last: dict[str, tuple[float, int, int]] = {}
+        self._thread = threading.Thread(target=self._loop, name="elastream-monitor", daemon=True)
+
+    def add_hook(self, fn: Callable[[], None]) -> None:
+        """Call ``fn()`` every period (from the monitor thread)."""
+        self._hooks.append(fn)
+
+    def start(self) -> None:
+        """Start the monitor thread."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop and join the monitor thread."""
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(2.0)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.period_s):
+            self.sample_rates()
+            for hook in self._hooks:
+                hook()
+
+    def sample_rates(self) -> None:
+        """Update each task's read/write rate over the last period."""
+        now = perf_counter()
+        for t in self.sched.tasks:
+            prev = self._last.get(t.name)
+            if prev is not None and now > prev[0]:
+                dt = now - prev[0]
+                t.read_rate = (t.tuples_in - prev[1]) / dt
+                t.write_rate = (t.tuples_out - prev[2]) / dt
+            self._last[t.name] = (now, t.tuples_in, t.tuples_out)

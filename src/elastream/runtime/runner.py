@@ -1,0 +1,185 @@
+"""Run a flow on worker threads: :class:`Runner`, :class:`RunHandle`, :class:`RunResult`.
+
+Example::
+
+    result = es.Runner(threads=2, policy="random").run(flow)
+    result.outputs["sink"]     # what the Collect sink gathered, in arrival order
+    result.stats               # FlowStats: per operator, port and worker
+
+    handle = es.Runner(threads=2).start(flow)
+    handle.set_threads(4)      # elastic thread count while running
+    handle.shutdown()          # stop early; returns within the grace period
+
+Threading model: ``run``/``start`` and the handle's methods are called from the
+user's thread; the flow runs on the pool's worker threads plus one monitor thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+from elastream.errors import ElastreamError, OperatorError
+from elastream.graph.flow import Flow
+from elastream.metrics.stats import FlowStats
+from elastream.policies.registry import create as create_policy
+from elastream.runtime.compile import compile_flow
+from elastream.runtime.monitor import Monitor
+from elastream.runtime.scheduler import Scheduler
+from elastream.runtime.snapshot import take_snapshot
+from elastream.runtime.workers import WorkerPool
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """What a finished run returns."""
+
+    outputs: dict[str, Any]
+    """Sink results by operator name (e.g. the list a Collect gathered)."""
+    stats: FlowStats
+    elapsed_s: float
+    shutdown: bool = False
+    """True when the run was ended by an explicit shutdown."""
+
+
+class RunHandle:
+    """A flow running in the background (see :meth:`Runner.start`)."""
+
+    def __init__(self, runner: Runner, flow: Flow):
+        self.flow = flow
+        self.runner = runner
+        compiled = compile_flow(flow, max_queue_size=runner.max_queue_size, batch_size=runner.batch_size)
+        self._tasks = compiled.tasks
+        self.policy = create_policy(runner.policy, seed=runner.seed)
+        self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=runner.shutdown_grace_s)
+        self.pool = WorkerPool(self.sched, compiled.contexts, runner.quantum_ms / 1000.0)
+        self.monitor = Monitor(self.sched, runner.stats_period_ms / 1000.0)
+        if getattr(self.policy, "wants_ticks", False):
+            self.monitor.add_hook(lambda: self.policy.on_tick(self.stats()))
+        self._started = perf_counter()
+        self._ended: float | None = None
+        self._result: RunResult | None = None
+        self._explicit_shutdown = False
+        self._lock = threading.Lock()
+
+    def _start(self) -> None:
+        self._started = perf_counter()
+        self.pool.start(self.runner.threads)
+        self.monitor.start()
+
+    # -- control -------------------------------------------------------------------
+    def set_threads(self, n: int) -> int:
+        """Change the number of worker threads while the flow runs."""
+        return self.pool.resize(n)
+
+    @property
+    def threads(self) -> int:
+        """Current number of active worker threads."""
+        return self.pool.active
+
+    def shutdown(self, timeout: float = 5.0) -> RunResult:
+        """Request an explicit shutdown and wait for every worker to end."""
+        self._explicit_shutdown = True
+        self.sched.request_shutdown()
+        return self.wait(timeout)
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the flow ends; raise OperatorError if an operator failed."""
+        deadline = None if timeout is None else perf_counter() + timeout
+        try:
+            while not self.sched.finished.wait(0.05):
+                if self.pool.active == 0 and not any(w.alive for w in self.pool.workers):
+                    raise ElastreamError("every worker thread exited before the flow finished")
+                if deadline is not None and perf_counter() >= deadline:
+                    raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
+        except KeyboardInterrupt:
+            self._explicit_shutdown = True
+            self.sched.request_shutdown()
+            self._finish(join_timeout=self.runner.shutdown_grace_s + 2.0)
+            raise
+        return self._finish(join_timeout=None if deadline is None else max(0.1, deadline - perf_counter()))
+
+    def _finish(self, join_timeout: float | None) -> RunResult:
+        with self._lock:
+            if self._result is None:
+                self.sched.wake_all()
+                self.pool.join(join_timeout)
+                self.monitor.stop()
+                self._ended = perf_counter()
+                self.monitor.sample_rates()
+                stats = self.stats()
+                outputs = {}
+                for t in self._tasks:
+                    value = t.op.result()
+                    if value is not None:
+                        outputs[t.name] = value
+                self._result = RunResult(outputs=outputs, stats=stats, elapsed_s=self._ended - self._started,
+                                         shutdown=self._explicit_shutdown)
+        failure = self.sched.failure
+        if failure is not None:
+            task, failed = failure
+            raise OperatorError(task.name, failed.error, failed.details) from failed.error
+        return self._result
+
+    # -- observation ------------------------------------------------------------------
+    def stats(self) -> FlowStats:
+        """A statistics snapshot (safe while running)."""
+        return take_snapshot(self.sched, self.pool, self._started, getattr(self.policy, "name", "?"))
+
+    @property
+    def done(self) -> bool:
+        """True once every operator has completed."""
+        return self.sched.finished.is_set()
+
+    def states(self) -> dict[str, str]:
+        """Operator name → scheduling state."""
+        return self.sched.snapshot_states()
+
+
+class Runner:
+    """Runs flows on a pool of worker threads with a scheduling policy.
+
+    Parameters follow DESIGN.md: ``threads``, ``processes``, ``policy`` (a name
+    from ``es.policies.available()`` or an instance), ``max_queue_size`` (tuples
+    per input port), ``quantum_ms`` (preemption quantum, C-Stream's 50 ms),
+    ``elastic``, plus ``batch_size`` (most tuples a function operator takes
+    per step) and ``seed`` (for seeded policies).
+    """
+
+    def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run",
+                 max_queue_size: int = 1024, quantum_ms: float = 50.0, elastic: bool = False,
+                 batch_size: int = 256, seed: int | None = None, stats_period_ms: float = 100.0,
+                 shutdown_grace_s: float = 1.0):
+        if threads < 1:
+            raise ValueError("threads must be >= 1")
+        if max_queue_size < 1:
+            raise ValueError("max_queue_size must be >= 1")
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        if processes != 1:
+            raise NotImplementedError("processes > 1 needs the multi-process runtime (issue 3), not built yet")
+        if elastic:
+            raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
+        self.threads = threads
+        self.processes = processes
+        self.policy = policy
+        self.max_queue_size = max_queue_size
+        self.quantum_ms = quantum_ms
+        self.elastic = elastic
+        self.batch_size = batch_size
+        self.seed = seed
+        self.stats_period_ms = stats_period_ms
+        self.shutdown_grace_s = shutdown_grace_s
+        create_policy(policy, seed=seed)  # fail fast on an unknown name
+
+    def start(self, flow: Flow) -> RunHandle:
+        """Validate, compile and start ``flow``; return its handle at once."""
+        handle = RunHandle(self, flow)
+        handle._start()
+        return handle
+
+    def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
+        """Run ``flow`` to completion and return its result."""
+        return self.start(flow).wait(timeout)

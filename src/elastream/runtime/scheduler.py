@@ -1,0 +1,290 @@
+"""The base scheduler mechanism (C-Stream §3.2): states, waits, back-pressure,
+preemption and termination. Which READY operator runs next is the policy's
+choice (:mod:`elastream.policies`); this module never imports a concrete policy.
+
+Threading model: one lock (``self.lock``) guards every operator state change,
+the ready set, the timers and the wait conditions. Workers call
+:meth:`acquire` / :meth:`release` between dispatches; operator code (running in
+a worker, lock not held) calls :meth:`port_written` / :meth:`port_read` only
+when a peer may be blocked, so the common push/pop path takes no scheduler lock.
+
+Lost-wake-up freedom: a blocking task sets its state to READ_BLOCKED (or
+registers in ``write_waiters``) *before* re-checking its condition under the
+lock, and a producer (consumer) checks the state (waiters) *after* changing the
+buffer. Under the GIL these steps are sequentially consistent, so one of the two
+always sees the other.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+from collections.abc import Callable
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from elastream.runtime.states import OperatorState
+from elastream.runtime.traps import COMPLETED, PREEMPT, Failed, Outcome, ReadWait, Sleep, WaitMode, WriteWait
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.policies.base import SchedulingPolicy
+    from elastream.runtime.buffer import PortBuffer
+    from elastream.runtime.task import Task
+    from elastream.runtime.workers import Worker
+
+READY = OperatorState.READY
+RUNNING = OperatorState.RUNNING
+READ_BLOCKED = OperatorState.READ_BLOCKED
+WRITE_BLOCKED = OperatorState.WRITE_BLOCKED
+SLEEPING = OperatorState.SLEEPING
+DONE = OperatorState.COMPLETED
+
+
+class Scheduler:
+    """Operator states and transitions for one running flow."""
+
+    def __init__(self, tasks: list[Task], policy: SchedulingPolicy, *, shutdown_grace_s: float = 1.0):
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self.tasks = tasks
+        self.policy = policy
+        self.ready: dict[Task, None] = {}
+        self._timers: list[tuple[float, int, Task]] = []
+        self._timer_seq = 0
+        self.live = len(tasks)
+        self.idle_workers = 0
+        self.shutdown_requested = False
+        self.shutdown_time = 0.0
+        self.shutdown_grace_s = shutdown_grace_s
+        self.failure: tuple[Task, Failed] | None = None
+        self.finished = threading.Event()
+        self.on_finished: list[Callable[[], None]] = []
+        for t in tasks:
+            t.sched = self
+            self.ready[t] = None
+
+    # -- worker entry points ---------------------------------------------------
+    def acquire(self, worker: Worker) -> Task | None:
+        """Block until a READY task is available for ``worker``; None: exit."""
+        with self.lock:
+            return self._next_locked(worker)
+
+    def release(self, worker: Worker, task: Task, outcome: Outcome) -> Task | None:
+        """Apply ``task``'s outcome and hand ``worker`` its next task in one lock hold."""
+        with self.lock:
+            self._apply(task, outcome)
+            return self._next_locked(worker)
+
+    def _next_locked(self, worker: Worker) -> Task | None:
+        while True:
+            if worker.retiring or self.finished.is_set():
+                return None
+            if self._timers:
+                self._fire_timers(perf_counter())
+            ready = self.ready
+            if ready:
+                task = self.policy.pick(ready.keys(), perf_counter()) if len(ready) > 1 else next(iter(ready))
+                del ready[task]
+                task.state = RUNNING
+                return task
+            timeout = max(0.0, self._timers[0][0] - perf_counter()) if self._timers else 1.0
+            self.idle_workers += 1
+            t0 = perf_counter()
+            self.cond.wait(timeout)
+            worker.idle_s += perf_counter() - t0
+            self.idle_workers -= 1
+
+    def _apply(self, task: Task, outcome: Outcome) -> None:
+        if outcome is PREEMPT:
+            self._make_ready(task)
+        elif type(outcome) is ReadWait:
+            self._mark_read_blocked(task, outcome)
+        elif type(outcome) is WriteWait:
+            self._mark_write_blocked(task, outcome)
+        elif outcome is COMPLETED:
+            self._mark_completed(task)
+        elif type(outcome) is Sleep:
+            self._mark_sleeping(task, outcome.until)
+        elif type(outcome) is Failed:
+            if self.failure is None:
+                self.failure = (task, outcome)
+            self._request_shutdown_locked()
+            self._mark_completed(task)
+        else:
+            error = TypeError(f"operator {task.name!r} suspended with unknown message {outcome!r}; "
+                              "operators must only await ctx/port methods")
+            if self.failure is None:
+                self.failure = (task, Failed(error, ""))
+            self._request_shutdown_locked()
+            self._mark_completed(task)
+
+    # -- Algorithm 4: markReadBlocked -------------------------------------------
+    def _mark_read_blocked(self, task: Task, wait: ReadWait) -> None:
+        if self.shutdown_requested or _cannot_block(wait):
+            self._make_ready(task)
+            return
+        if wait.mode is WaitMode.CONJ:
+            task.conj_waits += 1
+        else:
+            task.disj_waits += 1
+        task.read_wait = dict(wait.spec)
+        task.read_mode = wait.mode
+        self._set_blocked(task, READ_BLOCKED)
+        if self._read_ready(task):
+            self._make_ready(task)
+
+    # -- Algorithm 5: markWriteBlocked -------------------------------------------
+    def _mark_write_blocked(self, task: Task, wait: WriteWait) -> None:
+        if self.shutdown_requested:
+            self._make_ready(task)
+            return
+        task.write_wait = wait.buffers
+        for b in wait.buffers:
+            b.write_waiters.add(task)
+        self._set_blocked(task, WRITE_BLOCKED)
+        if any(b.count < b.capacity or b.dead for b in wait.buffers):
+            self._make_ready(task)
+
+    def _mark_sleeping(self, task: Task, until: float) -> None:
+        if self.shutdown_requested:
+            self._make_ready(task)
+            return
+        task.state = SLEEPING
+        self._timer_seq += 1
+        task.sleep_seq = self._timer_seq
+        heapq.heappush(self._timers, (until, self._timer_seq, task))
+        if self.idle_workers:
+            self.cond.notify()  # an idle worker must recompute its wait timeout
+
+    def _fire_timers(self, now: float) -> None:
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            _, seq, task = heapq.heappop(timers)
+            if task.state is SLEEPING and task.sleep_seq == seq:
+                self._make_ready(task)
+
+    # -- Algorithm 6: markCompleted ----------------------------------------------
+    def _mark_completed(self, task: Task) -> None:
+        if task.state is DONE:
+            return
+        self._leave_blocked(task)
+        task.state = DONE
+        self.live -= 1
+        for subs in task.outputs:
+            for buf in subs:
+                buf.open_publishers -= 1
+                if buf.open_publishers == 0:
+                    buf.closed = True
+                    if buf.owner.state is READ_BLOCKED:
+                        self._make_ready(buf.owner)
+        # Nothing will read this task's inputs again: unblock their writers
+        # (C-Stream does this on shutdown; we also do it when an operator ends early).
+        for buf in task.inputs:
+            buf.kill()
+            for writer in list(buf.write_waiters):
+                self._make_ready(writer)
+        if self.live == 0:
+            self.finished.set()
+            self.cond.notify_all()
+            for callback in self.on_finished:
+                callback()
+
+    # -- Algorithms 7 and 8 ---------------------------------------------------------
+    def port_written(self, buf: PortBuffer) -> None:
+        """A producer added tuples to ``buf`` whose owner looked READ_BLOCKED (Algorithm 7)."""
+        with self.lock:
+            task = buf.owner
+            if task.state is not READ_BLOCKED:
+                return
+            need = task.read_wait.get(buf)
+            if need is None:
+                return
+            if buf.count < need:
+                return
+            if task.read_mode is WaitMode.DISJ or self._read_ready(task):
+                self._make_ready(task)
+            else:
+                # Partly satisfied: counts only grow while the owner is blocked.
+                del task.read_wait[buf]
+
+    def port_read(self, buf: PortBuffer) -> None:
+        """The consumer made space in ``buf`` while writers were blocked on it (Algorithm 8)."""
+        with self.lock:
+            if buf.count < buf.capacity:
+                for writer in list(buf.write_waiters):
+                    self._make_ready(writer)
+
+    # -- shutdown --------------------------------------------------------------------
+    def request_shutdown(self) -> None:
+        """Ask every operator to stop; blocked ones are woken so they can see it."""
+        with self.lock:
+            self._request_shutdown_locked()
+
+    def _request_shutdown_locked(self) -> None:
+        if self.shutdown_requested:
+            return
+        self.shutdown_requested = True
+        self.shutdown_time = perf_counter()
+        for t in self.tasks:
+            if t.state in (READ_BLOCKED, WRITE_BLOCKED, SLEEPING):
+                self._make_ready(t)
+        self.cond.notify_all()
+
+    def past_shutdown_grace(self) -> bool:
+        """True once operators have had ``shutdown_grace_s`` to notice a shutdown."""
+        return self.shutdown_requested and perf_counter() - self.shutdown_time > self.shutdown_grace_s
+
+    def wake_all(self) -> None:
+        """Wake idle workers (used when workers are retired or added)."""
+        with self.lock:
+            self.cond.notify_all()
+
+    # -- helpers (lock held) ------------------------------------------------------------
+    def _read_ready(self, task: Task) -> bool:
+        spec = task.read_wait
+        if task.read_mode is WaitMode.CONJ:
+            return all(b.count >= c for b, c in spec.items())
+        return any(b.count >= c for b, c in spec.items())
+
+    def _set_blocked(self, task: Task, state: OperatorState) -> None:
+        task.state = state
+        task.blocked_since = perf_counter()
+
+    def _leave_blocked(self, task: Task) -> None:
+        state = task.state
+        if state is READ_BLOCKED:
+            task.read_blocked_s += perf_counter() - task.blocked_since
+            task.read_wait = {}
+        elif state is WRITE_BLOCKED:
+            task.write_blocked_s += perf_counter() - task.blocked_since
+            for b in task.write_wait:
+                b.write_waiters.discard(task)
+            task.write_wait = ()
+
+    def _make_ready(self, task: Task) -> None:
+        state = task.state
+        if state is READY or state is DONE:
+            return
+        if state is not RUNNING:
+            self._leave_blocked(task)
+        task.state = READY
+        self.ready[task] = None
+        if self.idle_workers:
+            self.cond.notify()
+
+    def snapshot_states(self) -> dict[str, str]:
+        """Operator name → state name (for progress displays)."""
+        return {t.name: t.state.value for t in self.tasks}
+
+    def describe(self) -> Any:
+        """Debug view of who waits on what."""
+        with self.lock:
+            return {t.name: (t.state.name, [b.name for b in t.read_wait], [b.name for b in t.write_wait])
+                    for t in self.tasks}
+
+
+def _cannot_block(wait: ReadWait) -> bool:
+    """Algorithm 4's early return: closed ports make the wait unsatisfiable."""
+    if wait.mode is WaitMode.CONJ:
+        return any(b.closed for b, _ in wait.spec)
+    return all(b.closed for b, _ in wait.spec)

@@ -1,0 +1,306 @@
+"""Runtime records of operators: the unit a worker runs for a bounded budget.
+
+A :class:`Task` wraps one operator of a compiled flow. ``run(deadline)`` is
+called by exactly one worker at a time (the scheduler guarantees it: the task is
+RUNNING and owned by that worker) and returns an outcome message from
+:mod:`elastream.runtime.traps`. Counters on a task are written only by the
+worker that runs it; other threads read them for statistics.
+
+* :class:`CoroutineTask` resumes the operator's ``process`` coroutine with
+  ``send`` until it suspends (any worker thread may resume it next time).
+* :class:`FunctionTask` takes batches from its input buffers and calls
+  ``on_batch`` until its quantum ends or it blocks (Haren ``run(b)``).
+* :class:`SourceTask` pulls batches from a source operator.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from elastream.runtime.states import OperatorState
+from elastream.runtime.traps import COMPLETED, PREEMPT, Outcome, ReadWait, WaitMode, WriteWait
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.operators.base import Operator
+    from elastream.runtime.buffer import PortBuffer
+    from elastream.runtime.context import Context
+    from elastream.runtime.scheduler import Scheduler
+
+_READ_BLOCKED = OperatorState.READ_BLOCKED
+
+
+class Task:
+    """Scheduling record and driver of one operator."""
+
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
+        self.name = name
+        self.op = op
+        self.index = index
+        self.batch_size = batch_size
+        self.kind = op.kind
+        self.state = OperatorState.READY
+        self.inputs: list[PortBuffer] = []
+        self.outputs: list[list[PortBuffer]] = [[] for _ in range(op.n_outputs)]
+        self.sched: Scheduler = None  # type: ignore[assignment]  # set by the runner
+        self.context: Context | None = None
+        self.opened = False
+        self.is_source = op.n_inputs == 0
+        # Wait conditions, owned by the scheduler (changed under its lock).
+        self.read_wait: dict[PortBuffer, int] = {}
+        self.read_mode = WaitMode.CONJ
+        self.write_wait: tuple[PortBuffer, ...] = ()
+        # Tuples accepted by the operator but not yet by a downstream buffer:
+        # [buffer, items, origin] in push order.
+        self.pending: list[list[Any]] = []
+        self.origin = 0.0
+        self.deadline = 0.0
+        self.sleep_seq = 0
+        # Counters (C-Stream §3.2.6).
+        self.activations = 0
+        self.busy_s = 0.0
+        self.tuples_in = 0
+        self.tuples_out = 0
+        self.last_scheduled = 0.0
+        self.conj_waits = 0
+        self.disj_waits = 0
+        self.read_blocked_s = 0.0
+        self.write_blocked_s = 0.0
+        self.blocked_since = 0.0
+        self.malformed = 0
+        self.read_rate = 0.0
+        self.write_rate = 0.0
+
+    # -- life cycle ---------------------------------------------------------
+    def open(self, context: Context) -> None:
+        """Bind the context and call the operator's ``open`` hook."""
+        self.context = context
+        self.op.open(context)
+        self.opened = True
+
+    def close(self) -> None:
+        """Call the operator's ``close`` hook (sinks flush here)."""
+        if self.opened:
+            self.opened = False
+            self.op.close()
+
+    def run(self, deadline: float) -> Outcome:
+        """Run until the deadline or until blocked; return the outcome message."""
+        raise NotImplementedError
+
+    def abandon(self) -> None:
+        """Drop what the operator holds after a shutdown or failure."""
+        self.pending.clear()
+
+    # -- features read by policies ----------------------------------------------
+    @property
+    def queued(self) -> int:
+        """Tuples waiting in this operator's input buffers."""
+        return sum(b.count for b in self.inputs)
+
+    def front_times(self) -> tuple[float, float] | None:
+        """(enqueue, origin) times of the oldest front tuple over the inputs."""
+        best = None
+        for b in self.inputs:
+            t = b.front_times()
+            if t is not None and (best is None or t[0] < best[0]):
+                best = t
+        return best
+
+    def free_downstream(self) -> int:
+        """Smallest free space over the subscribing downstream buffers (-1: no outputs)."""
+        free = -1
+        for subs in self.outputs:
+            for b in subs:
+                f = b.capacity - b.count
+                if free < 0 or f < free:
+                    free = f
+        return free
+
+    # -- emission (Algorithm 3) --------------------------------------------------
+    def emit(self, port: int, items: list, origin: float) -> bool:
+        """Offer ``items`` to every subscriber of output ``port``.
+
+        What does not fit is kept in ``pending`` per buffer, so each stream
+        stays FIFO. Returns True when everything was accepted.
+        """
+        self.tuples_out += len(items)
+        subs = self.outputs[port]
+        if not subs:
+            return True
+        sched = self.sched
+        if sched.shutdown_requested:
+            self._force(subs, items, origin)
+            return True
+        now = perf_counter()
+        last = len(subs) - 1
+        for i, buf in enumerate(subs):
+            chunk = items if i == last else list(items)
+            n = buf.offer(chunk, origin, now)
+            if n:
+                if buf.owner.state is _READ_BLOCKED:
+                    sched.port_written(buf)
+            if n < len(chunk):
+                self.pending.append([buf, chunk[n:], origin])
+        return not self.pending
+
+    def flush_pending(self) -> bool:
+        """Retry pending emissions; True when nothing is left pending."""
+        sched = self.sched
+        if sched.shutdown_requested:
+            for buf, items, origin in self.pending:
+                self._force((buf,), items, origin)
+            self.pending.clear()
+            return True
+        now = perf_counter()
+        still = []
+        for entry in self.pending:
+            buf, items, origin = entry
+            n = buf.offer(items, origin, now)
+            if n:
+                if buf.owner.state is _READ_BLOCKED:
+                    sched.port_written(buf)
+                if n < len(items):
+                    entry[1] = items[n:]
+                    still.append(entry)
+            else:
+                still.append(entry)
+        self.pending = still
+        return not still
+
+    def pending_buffers(self) -> tuple[PortBuffer, ...]:
+        """The full buffers this task waits on."""
+        return tuple(e[0] for e in self.pending)
+
+    def _force(self, subs: Any, items: list, origin: float) -> None:
+        now = perf_counter()
+        for i, buf in enumerate(subs):
+            buf.force(items if i == 0 else list(items), origin, now)
+            if buf.owner.state is _READ_BLOCKED:
+                self.sched.port_written(buf)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} {self.state.name}>"
+
+
+class CoroutineTask(Task):
+    """Drives an ``async def process(ctx)`` operator as a co-routine (C-Stream §3.1)."""
+
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
+        super().__init__(name, op, index, batch_size)
+        self.coro: Any = None
+
+    def open(self, context: Context) -> None:
+        super().open(context)
+        self.coro = self.op.process(context)
+
+    def run(self, deadline: float) -> Outcome:
+        self.deadline = deadline
+        try:
+            msg = self.coro.send(None)
+        except StopIteration:
+            return COMPLETED
+        if self.sched.shutdown_requested and (msg is not PREEMPT or self.sched.past_shutdown_grace()):
+            # The operator keeps running after shutdown: end it (finally blocks run).
+            self.coro.close()
+            return COMPLETED
+        return msg
+
+    def abandon(self) -> None:
+        super().abandon()
+        if self.coro is not None:
+            self.coro.close()
+
+
+class FunctionTask(Task):
+    """Drives a :class:`FunctionOperator` batch by batch."""
+
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
+        super().__init__(name, op, index, batch_size)
+        self._rr = 0
+        self._inputs_done = False
+        self._read_wait: ReadWait | None = None
+
+    def run(self, deadline: float) -> Outcome:
+        if self.pending and not self.flush_pending():
+            return WriteWait(self.pending_buffers())
+        if self._inputs_done:
+            return COMPLETED
+        sched = self.sched
+        on_batch = self.op.on_batch  # type: ignore[attr-defined]
+        batch = self.batch_size
+        while not sched.shutdown_requested:
+            buf = self._next_nonempty()
+            if buf is None:
+                return self._on_no_input()
+            items, origin = buf.take(batch)
+            if buf.write_waiters:
+                sched.port_read(buf)
+            self.tuples_in += len(items)
+            self.origin = origin
+            out = on_batch(items, buf.port)
+            if out and not self.emit(0, out, origin):
+                return WriteWait(self.pending_buffers())
+            if perf_counter() >= deadline:
+                return PREEMPT
+        return COMPLETED
+
+    def _next_nonempty(self) -> PortBuffer | None:
+        inputs = self.inputs
+        n = len(inputs)
+        if n == 1:
+            b = inputs[0]
+            return b if b.count else None
+        for k in range(n):
+            b = inputs[(self._rr + k) % n]
+            if b.count:
+                self._rr = (self._rr + k + 1) % n
+                return b
+        return None
+
+    def _on_no_input(self) -> Outcome:
+        # Read closed flags before counts: a producer pushes before it completes.
+        if all(b.closed for b in self.inputs) and not any(b.count for b in self.inputs):
+            self._inputs_done = True
+            final = self.op.on_inputs_closed()  # type: ignore[attr-defined]
+            if final and not self.emit(0, final, self.origin):
+                return WriteWait(self.pending_buffers())
+            return COMPLETED
+        if self._read_wait is None:
+            self._read_wait = ReadWait(tuple((b, 1) for b in self.inputs), WaitMode.DISJ)
+        return self._read_wait
+
+
+class SourceTask(Task):
+    """Drives a :class:`SourceOperator` by pulling batches."""
+
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
+        super().__init__(name, op, index, batch_size)
+        self._exhausted = False
+        self._side = op.n_outputs > 1
+
+    def run(self, deadline: float) -> Outcome:
+        if self.pending and not self.flush_pending():
+            return WriteWait(self.pending_buffers())
+        if self._exhausted:
+            return COMPLETED
+        sched = self.sched
+        op = self.op
+        next_batch = op.next_batch  # type: ignore[attr-defined]
+        batch = self.batch_size
+        while not sched.shutdown_requested:
+            items = next_batch(batch)
+            if items is None:
+                self._exhausted = True
+                return COMPLETED
+            now = perf_counter()
+            if items:
+                self.emit(0, items, now)
+            if self._side:
+                for port, side in op.take_side_outputs():  # type: ignore[attr-defined]
+                    self.emit(port, side, now)
+            if self.pending:
+                return WriteWait(self.pending_buffers())
+            if not items or perf_counter() >= deadline:
+                return PREEMPT
+        return COMPLETED

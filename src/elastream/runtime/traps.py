@@ -1,0 +1,79 @@
+"""The suspension protocol: the only ways an operator gives control back.
+
+A coroutine operator suspends by awaiting :func:`suspend` with one of the small
+messages below; the worker that resumed it receives the message from
+``coro.send`` and hands it to the scheduler (trio's ``_traps`` idea). Function
+operators return the same messages from ``Task.run``. Messages are immutable.
+"""
+
+from __future__ import annotations
+
+import enum
+import types
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.buffer import PortBuffer
+
+
+class WaitMode(enum.Enum):
+    """Conjunctive (wait_for_all) or disjunctive (wait_for_any) wait, C-Stream §3.2.1."""
+
+    CONJ = "conjunctive"
+    DISJ = "disjunctive"
+
+
+@dataclass(frozen=True, slots=True)
+class ReadWait:
+    """Block until the wait specification holds (Algorithm 4)."""
+
+    spec: tuple[tuple[PortBuffer, int], ...]
+    mode: WaitMode
+
+
+@dataclass(frozen=True, slots=True)
+class WriteWait:
+    """Block until one of these full downstream buffers has space (Algorithm 5)."""
+
+    buffers: tuple[PortBuffer, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    """Block until the perf_counter time ``until``."""
+
+    until: float
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """The operator raised; ``details`` is the formatted traceback."""
+
+    error: BaseException
+    details: str
+
+
+class _Marker:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: The quantum is used up, let the policy pick again (C-Stream §3.2.4).
+PREEMPT = _Marker("PREEMPT")
+#: The operator has finished its driver loop (Algorithm 6).
+COMPLETED = _Marker("COMPLETED")
+
+Outcome = ReadWait | WriteWait | Sleep | Failed | _Marker
+
+
+@types.coroutine
+def suspend(message: Any) -> Generator[Any, None, None]:
+    """Suspend the calling operator coroutine, handing ``message`` to its worker."""
+    yield message

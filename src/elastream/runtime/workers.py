@@ -1,0 +1,143 @@
+"""Worker threads and the elastic pool (C-Stream §3.1, §4.1; IBM Streams §4.1).
+
+Any worker may resume any operator: a coroutine is resumed with ``send`` from
+whichever thread the scheduler hands it to. The pool can grow and shrink while
+a flow runs; a retiring worker leaves through the same path as shutdown (it
+finds ``retiring`` set when it next asks for work and exits, never while it
+holds an operator).
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from time import perf_counter
+from typing import TYPE_CHECKING
+
+from elastream.runtime.traps import COMPLETED, Failed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.scheduler import Scheduler
+    from elastream.runtime.task import Task
+
+
+class Worker:
+    """One worker thread and its utilisation counters."""
+
+    def __init__(self, pool: WorkerPool, index: int):
+        self.pool = pool
+        self.index = index
+        self.retiring = False
+        self.busy_s = 0.0
+        self.idle_s = 0.0
+        self.dispatches = 0
+        self.started = perf_counter()
+        self.ended: float | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"elastream-worker-{index}", daemon=True)
+
+    def _loop(self) -> None:
+        sched = self.pool.sched
+        quantum = self.pool.quantum_s
+        policy_quantum = getattr(sched.policy, "quantum", None)
+        try:
+            task = sched.acquire(self)
+            while task is not None:
+                t0 = perf_counter()
+                task.last_scheduled = t0
+                budget = policy_quantum(task, quantum) if policy_quantum else quantum
+                outcome = self._dispatch(task, t0 + budget)
+                t1 = perf_counter()
+                task.busy_s += t1 - t0
+                task.activations += 1
+                self.busy_s += t1 - t0
+                self.dispatches += 1
+                task = sched.release(self, task, outcome)
+        finally:
+            self.ended = perf_counter()
+            self.pool.worker_exited(self)
+
+    def _dispatch(self, task: Task, deadline: float):
+        sched = self.pool.sched
+        try:
+            if not task.opened:
+                if sched.shutdown_requested:
+                    task.abandon()
+                    return COMPLETED
+                task.open(self.pool.contexts[task.name])
+            outcome = task.run(deadline)
+        except BaseException as exc:  # noqa: BLE001 - reported with the operator's name
+            outcome = Failed(exc, traceback.format_exc())
+        if outcome is COMPLETED or type(outcome) is Failed:
+            if type(outcome) is Failed or sched.shutdown_requested:
+                _quietly(task.abandon)
+            try:
+                task.close()
+            except BaseException as exc:  # noqa: BLE001
+                if type(outcome) is not Failed:
+                    outcome = Failed(exc, traceback.format_exc())
+        return outcome
+
+    @property
+    def alive(self) -> bool:
+        """True while the thread runs."""
+        return self.ended is None
+
+    def utilisation(self, now: float) -> float:
+        """Fraction of this worker's life spent running operators."""
+        life = (self.ended or now) - self.started
+        return self.busy_s / life if life > 0 else 0.0
+
+
+def _quietly(fn) -> None:
+    try:
+        fn()
+    except Exception:  # noqa: BLE001 - cleanup after a failure must not mask it
+        pass
+
+
+class WorkerPool:
+    """The set of worker threads serving one scheduler."""
+
+    def __init__(self, sched: Scheduler, contexts: dict, quantum_s: float):
+        self.sched = sched
+        self.contexts = contexts
+        self.quantum_s = quantum_s
+        self.workers: list[Worker] = []
+        self._lock = threading.Lock()
+        self._next_index = 0
+
+    def start(self, n: int) -> None:
+        """Start ``n`` workers."""
+        self.resize(n)
+
+    def resize(self, n: int) -> int:
+        """Set the number of active workers to ``n`` (>= 1); return the new count."""
+        if n < 1:
+            raise ValueError("a flow needs at least one worker thread")
+        with self._lock:
+            active = [w for w in self.workers if w.alive and not w.retiring]
+            for w in active[n:]:
+                w.retiring = True
+            for _ in range(n - len(active)):
+                w = Worker(self, self._next_index)
+                self._next_index += 1
+                self.workers.append(w)
+                w.thread.start()
+        self.sched.wake_all()
+        return n
+
+    @property
+    def active(self) -> int:
+        """Workers running and not retiring."""
+        return sum(1 for w in self.workers if w.alive and not w.retiring)
+
+    def worker_exited(self, worker: Worker) -> None:
+        """Called by a worker thread on its way out."""
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Join every worker thread; True when all have ended."""
+        deadline = None if timeout is None else perf_counter() + timeout
+        for w in list(self.workers):
+            remaining = None if deadline is None else max(0.0, deadline - perf_counter())
+            w.thread.join(remaining)
+        return all(not w.thread.is_alive() for w in self.workers)

@@ -90,7 +90,7 @@ class RunHandle:
         deadline = None if timeout is None else perf_counter() + timeout
         try:
             while not self.sched.finished.wait(0.05):
-                if self.pool.active == 0 and not any(w.alive for w in self.pool.workers):
+                if not any(w.alive for w in self.pool.workers) and not self.sched.finished.is_set():
                     raise ElastreamError("every worker thread exited before the flow finished")
                 if deadline is not None and perf_counter() >= deadline:
                     raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
@@ -119,8 +119,8 @@ class RunHandle:
                                          shutdown=self._explicit_shutdown)
         failure = self.sched.failure
         if failure is not None:
-            task, failed = failure
-            raise OperatorError(task.name, failed.error, failed.details) from failed.error
+            where, failed = failure
+            raise OperatorError(where, failed.error, failed.details) from failed.error
         return self._result
 
     # -- observation ------------------------------------------------------------------
@@ -181,5 +181,15 @@ class Runner:
         return handle
 
     def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
-        """Run ``flow`` to completion and return its result."""
-        return self.start(flow).wait(timeout)
+        """Run ``flow`` to completion and return its result.
+
+        With ``timeout`` (seconds), a flow still running then is shut down and
+        TimeoutError is raised.
+        """
+        handle = self.start(flow)
+        try:
+            return handle.wait(timeout)
+        except TimeoutError:
+            handle.sched.request_shutdown()
+            handle._finish(join_timeout=self.shutdown_grace_s + 2.0)
+            raise

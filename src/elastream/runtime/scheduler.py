@@ -56,7 +56,8 @@ class Scheduler:
         self.shutdown_requested = False
         self.shutdown_time = 0.0
         self.shutdown_grace_s = shutdown_grace_s
-        self.failure: tuple[Task, Failed] | None = None
+        # (operator name, failure): the first failure wins and is re-raised by the runner.
+        self.failure: tuple[str, Failed] | None = None
         self.finished = threading.Event()
         self.on_finished: list[Callable[[], None]] = []
         for t in tasks:
@@ -106,17 +107,25 @@ class Scheduler:
         elif type(outcome) is Sleep:
             self._mark_sleeping(task, outcome.until)
         elif type(outcome) is Failed:
-            if self.failure is None:
-                self.failure = (task, outcome)
-            self._request_shutdown_locked()
+            self._record_failure(task.name, outcome)
             self._mark_completed(task)
         else:
             error = TypeError(f"operator {task.name!r} suspended with unknown message {outcome!r}; "
                               "operators must only await ctx/port methods")
-            if self.failure is None:
-                self.failure = (task, Failed(error, ""))
-            self._request_shutdown_locked()
+            self._record_failure(task.name, Failed(error, ""))
             self._mark_completed(task)
+
+    def _record_failure(self, where: str, failed: Failed) -> None:
+        if self.failure is None:
+            self.failure = (where, failed)
+        self._request_shutdown_locked()
+
+    def internal_error(self, where: str, failed: Failed, held: Task | None) -> None:
+        """A worker failed outside any operator: stop the flow; ``held`` is the task it owned."""
+        with self.lock:
+            self._record_failure(where, failed)
+            if held is not None and held.state is RUNNING:
+                self._mark_completed(held)
 
     # -- Algorithm 4: markReadBlocked -------------------------------------------
     def _mark_read_blocked(self, task: Task, wait: ReadWait) -> None:

@@ -39,6 +39,7 @@ class Worker:
         sched = self.pool.sched
         quantum = self.pool.quantum_s
         policy_quantum = getattr(sched.policy, "quantum", None)
+        task = None
         try:
             task = sched.acquire(self)
             while task is not None:
@@ -52,6 +53,8 @@ class Worker:
                 self.busy_s += t1 - t0
                 self.dispatches += 1
                 task = sched.release(self, task, outcome)
+        except BaseException as exc:  # noqa: BLE001 - a runtime bug must stop the flow, not hang it
+            sched.internal_error(f"<worker {self.index}>", Failed(exc, traceback.format_exc()), task)
         finally:
             self.ended = perf_counter()
             self.pool.worker_exited(self)

@@ -1,0 +1,1 @@
+"""Flow builders shared by the benchmarks, ``elastream demo`` and the tests."""

@@ -159,6 +159,7 @@ class Context:
         """
         resolved = self._resolve(spec)
         task = self._task
+        task.conj_waits += 1
         while True:
             if all(b.count >= c for b, c in resolved):
                 if perf_counter() >= task.deadline:
@@ -178,6 +179,7 @@ class Context:
         """
         resolved = self._resolve(spec)
         task = self._task
+        task.disj_waits += 1
         while True:
             if any(b.count >= c for b, c in resolved):
                 if perf_counter() >= task.deadline:

@@ -132,10 +132,8 @@ class Scheduler:
         if self.shutdown_requested or _cannot_block(wait):
             self._make_ready(task)
             return
-        if wait.mode is WaitMode.CONJ:
-            task.conj_waits += 1
-        else:
-            task.disj_waits += 1
+        if task.implicit_waits:
+            task.disj_waits += 1  # a function operator's implicit wait: data on any input
         task.read_wait = dict(wait.spec)
         task.read_mode = wait.mode
         self._set_blocked(task, READ_BLOCKED)

@@ -33,6 +33,9 @@ _READ_BLOCKED = OperatorState.READ_BLOCKED
 class Task:
     """Scheduling record and driver of one operator."""
 
+    #: True when the runtime (not operator code) issues this task's read waits.
+    implicit_waits = True
+
     def __init__(self, name: str, op: Operator, index: int, batch_size: int):
         self.name = name
         self.op = op
@@ -185,6 +188,8 @@ class Task:
 
 class CoroutineTask(Task):
     """Drives an ``async def process(ctx)`` operator as a co-routine (C-Stream §3.1)."""
+
+    implicit_waits = False
 
     def __init__(self, name: str, op: Operator, index: int, batch_size: int):
         super().__init__(name, op, index, batch_size)

@@ -1,0 +1,424 @@
+"""File sources: :class:`TextLines`, :class:`FromCSV`, :class:`FromJSONL`, :class:`FromParquet`.
+
+Each source opens its file in ``open(ctx)`` and closes it in ``close()``; the
+runtime pulls batches with ``next_batch(max_items)``. CSV and JSON-lines sources
+parse records and send malformed ones through their error policy
+(:class:`~elastream.ops.records.RecordSource`); line numbers are 1-based
+physical lines of the file.
+
+Threading: a source runs in one worker at a time, though not always the same
+worker, so the open file is used by one thread at a time only.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING, Any
+
+from elastream.errors import RecordError
+from elastream.operators.base import SourceOperator
+from elastream.ops.records import ErrorPolicy, RecordSource, format_value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.context import Context
+
+# Files are decoded with errors="surrogateescape": an undecodable byte becomes a
+# lone surrogate U+DC80..U+DCFF, which a strict decoder never produces, so one
+# search finds the exact line of a decoding error (a strict text file would
+# only fail somewhere in an 8 KiB chunk, without a usable line number).
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def _reading_encoding(encoding: str) -> str:
+    # UTF-8 files written by spreadsheets often start with a BOM; "utf-8-sig"
+    # drops it when present and otherwise decodes exactly like "utf-8".
+    return "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+
+
+def _undecodable_reason(line: str, encoding: str) -> str | None:
+    """Why ``line`` (decoded with surrogateescape) is not valid text, or None."""
+    if line.isascii():
+        return None
+    m = _UNDECODABLE.search(line)
+    if m is None:
+        return None
+    byte = ord(m.group()) - 0xDC00
+    return f"not valid {encoding} text: byte 0x{byte:02x} at column {m.start() + 1}"
+
+
+def _printable(text: str) -> str:
+    """``text`` with undecodable bytes shown as ``\\xNN`` escapes."""
+    return _UNDECODABLE.sub(lambda m: f"\\x{ord(m.group()) - 0xDC00:02x}", text)
+
+
+def _strip_newline(line: str) -> str:
+    if line.endswith("\n"):
+        line = line[:-1]
+    return line[:-1] if line.endswith("\r") else line
+
+
+class TextLines(SourceOperator):
+    """Emit each line of a text file as a ``str``, newline stripped, in order.
+
+    A line that cannot be decoded with ``encoding`` raises
+    :class:`~elastream.errors.RecordError` naming the file and line.
+
+    Example::
+
+        flow.add(es.ops.TextLines("access.log"), name="lines")
+    """
+
+    def __init__(self, path: str | os.PathLike[str], encoding: str = "utf-8"):
+        super().__init__(outputs=1)
+        self.path = os.fspath(path)
+        self.encoding = encoding
+        codecs.lookup(encoding)  # fail at build time on an unknown encoding
+        self._file: Any = None
+        self._line = 0
+
+    def open(self, ctx: Context) -> None:
+        self._line = 0
+        self._file = open(self.path, encoding=_reading_encoding(self.encoding), errors="surrogateescape")
+
+    def next_batch(self, max_items: int) -> list[str] | None:
+        lines = list(islice(self._file, max_items))
+        if not lines:
+            return None
+        first = self._line + 1
+        self._line += len(lines)
+        # One check for the whole batch; the per-line search runs only on failure.
+        if not "".join(lines).isascii():
+            for i, line in enumerate(lines):
+                reason = _undecodable_reason(line, self.encoding)
+                if reason is not None:
+                    raise RecordError(self.path, first + i, reason)
+        return [line[:-1] if line.endswith("\n") else line for line in lines]
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def describe(self) -> str:
+        return f"TextLines({self.path!r})"
+
+
+class FromCSV(RecordSource):
+    """Emit the rows of a CSV file as dicts keyed by column name, in order.
+
+    Column names come from the header row (``header=True``) or from
+    ``columns``; with both, ``columns`` renames the header's fields. ``types``
+    maps a column to a converter (``int``, ``float``, any callable taking the
+    field's text). A row is malformed when it has the wrong number of fields,
+    a converter raises, the csv module rejects it or its text cannot be decoded;
+    ``on_error`` says what then happens (see :class:`~elastream.ops.records.ErrorPolicy`).
+    Blank lines are skipped. A bad header always raises RecordError: without it
+    no row can be read.
+
+    Example::
+
+        src = flow.add(es.ops.FromCSV("trips.csv", types={"fare": float}, on_error="skip"), name="trips")
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, header: bool = True, columns: Sequence[str] | None = None,
+                 types: Mapping[str, Callable[[str], Any]] | None = None, delimiter: str = ",",
+                 on_error: str | ErrorPolicy = "fail", encoding: str = "utf-8"):
+        super().__init__(path, on_error)
+        if not header and columns is None:
+            raise ValueError(f"FromCSV({self.path!r}): header=False needs columns=[...]")
+        if not isinstance(delimiter, str) or len(delimiter) != 1:
+            raise ValueError(f"FromCSV({self.path!r}): delimiter must be one character, got {delimiter!r}")
+        self.header = header
+        self.columns = list(columns) if columns is not None else None
+        if self.columns is not None and len(set(self.columns)) != len(self.columns):
+            raise ValueError(f"FromCSV({self.path!r}): duplicate names in columns {self.columns}")
+        self.types = dict(types or {})
+        for name, fn in self.types.items():
+            if not callable(fn):
+                raise ValueError(f"FromCSV({self.path!r}): types[{name!r}] is not callable: {fn!r}")
+        if self.columns is not None:
+            self._check_types(self.columns)
+        self.delimiter = delimiter
+        self.encoding = encoding
+        codecs.lookup(encoding)
+        self._file: Any = None
+        self._reader: Iterator[list[str]] | None = None
+        self._raw: list[str] = []
+        self._bad: str | None = None
+        self._phys = 0
+        self._names: list[str] = []
+        self._converters: list[tuple[str, Callable[[str], Any]]] = []
+
+    def _check_types(self, names: Sequence[str]) -> None:
+        unknown = sorted(set(self.types) - set(names))
+        if unknown:
+            raise ValueError(f"FromCSV({self.path!r}): types name unknown columns {unknown} (columns: {list(names)})")
+
+    def open(self, ctx: Context) -> None:
+        super().open(ctx)
+        self._raw, self._bad, self._phys = [], None, 0
+        # newline="" hands line endings to the csv module, which needs them to
+        # keep newlines inside quoted fields (csv module documentation).
+        self._file = open(self.path, encoding=_reading_encoding(self.encoding), errors="surrogateescape", newline="")
+        self._reader = csv.reader(self._physical_lines(), delimiter=self.delimiter)
+        try:
+            names = self._read_header() if self.header else self.columns
+        except BaseException:
+            # The runtime calls close() only after a successful open().
+            self.close()
+            raise
+        self._names = list(names or [])
+        self._converters = [(name, fn) for name, fn in self.types.items()]
+
+    def _physical_lines(self) -> Iterator[str]:
+        # The csv reader pulls lines only as it needs them, so when it returns a
+        # record, _raw holds exactly that record's lines and _bad its decoding error.
+        raw = self._raw
+        for line in self._file:
+            self._phys += 1
+            raw.append(line)
+            if self._bad is None and not line.isascii():
+                self._bad = _undecodable_reason(line, self.encoding)
+            yield line
+
+    def _record_start(self) -> int:
+        return self._phys - len(self._raw) + 1
+
+    def _raw_text(self) -> str:
+        return _strip_newline(_printable("".join(self._raw)))
+
+    def _next_row(self) -> list[str] | None:
+        """The next row (None at the end); RecordError for rows the csv module rejects."""
+        self._raw.clear()
+        self._bad = None
+        try:
+            return next(self._reader)  # type: ignore[arg-type]
+        except StopIteration:
+            return None
+        except csv.Error as exc:
+            raise RecordError(self.path, self._record_start(), f"malformed CSV: {exc}") from exc
+
+    def _read_header(self) -> list[str] | None:
+        row: list[str] | None = []
+        while row == []:  # leading blank lines are not a header
+            row = self._next_row()
+        if row is None:
+            return self.columns
+        line = self._record_start()
+        if self._bad is not None:
+            raise RecordError(self.path, line, f"header: {self._bad}")
+        if len(set(row)) != len(row):
+            dupes = sorted({n for n in row if row.count(n) > 1})
+            raise RecordError(self.path, line, f"header has duplicate column names {dupes}")
+        if self.columns is not None:
+            if len(self.columns) != len(row):
+                raise RecordError(self.path, line,
+                                  f"header has {len(row)} fields but columns names {len(self.columns)}")
+            return self.columns
+        self._check_types(row)
+        return row
+
+    def _read(self, out: list, max_items: int) -> None:
+        names = self._names
+        width = len(names)
+        converters = self._converters
+        for _ in range(max_items):
+            try:
+                row = self._next_row()
+            except RecordError as exc:
+                self._reject(exc.line, exc.reason, self._raw_text())
+                continue
+            if row is None:
+                self._eof()
+                return
+            if not row:
+                continue
+            if self._bad is not None:
+                self._reject(self._record_start(), self._bad, self._raw_text())
+            elif len(row) != width:
+                self._reject(self._record_start(), f"expected {width} fields, got {len(row)}", self._raw_text())
+            else:
+                record = dict(zip(names, row))
+                reason = _convert(record, converters) if converters else None
+                if reason is None:
+                    out.append(record)
+                else:
+                    self._reject(self._record_start(), reason, self._raw_text())
+
+    def close(self) -> None:
+        self._reader = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _convert(record: dict[str, Any], converters: list[tuple[str, Callable[[str], Any]]]) -> str | None:
+    """Apply the converters in place; the reason of the first failure, or None."""
+    for name, fn in converters:
+        value = record[name]
+        try:
+            record[name] = fn(value)
+        except Exception as exc:  # noqa: BLE001 - any converter failure makes the row malformed
+            fn_name = getattr(fn, "__name__", repr(fn))
+            return f"column {name!r}: {fn_name}({format_value(value)}) failed: {type(exc).__name__}: {exc}"
+    return None
+
+
+_JSON_TYPE_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+                    type(None): "null"}
+
+
+class FromJSONL(RecordSource):
+    """Emit each line of a JSON-lines file as a dict, in order.
+
+    A line is malformed when it is not valid JSON (or not UTF-8) or is valid
+    JSON but not an object; ``on_error`` says what then happens. Blank lines
+    are skipped silently.
+
+    Example::
+
+        src = flow.add(es.ops.FromJSONL("events.jsonl", on_error="dead_letter"), name="events")
+        flow.connect(src.out(1), flow.add(es.ops.ToJSONL("rejected.jsonl")).in_(0))
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, on_error: str | ErrorPolicy = "fail"):
+        super().__init__(path, on_error)
+        self._file: Any = None
+        self._line = 0
+
+    def open(self, ctx: Context) -> None:
+        super().open(ctx)
+        self._line = 0
+        # Binary lines, decoded one by one: an undecodable byte then belongs to
+        # exactly one line instead of failing a whole 8 KiB text chunk.
+        self._file = open(self.path, "rb")
+
+    def _read(self, out: list, max_items: int) -> None:
+        lines = list(islice(self._file, max_items))
+        loads = json.loads
+        for line in lines:
+            self._line += 1
+            if line.isspace():
+                continue
+            try:
+                # Decode here rather than in json.loads, which guesses UTF-16/32
+                # from the first bytes; JSON lines are UTF-8 (a BOM is tolerated).
+                text = line.decode("utf-8-sig" if self._line == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                self._reject(self._line, f"not valid UTF-8: {exc.reason} at byte {exc.start + 1}",
+                             _raw_bytes(line))
+                continue
+            try:
+                value = loads(text)
+            except json.JSONDecodeError as exc:
+                self._reject(self._line, f"invalid JSON: {exc.msg} at column {exc.colno}", _raw_bytes(line))
+                continue
+            except (ValueError, RecursionError) as exc:
+                self._reject(self._line, f"invalid JSON: {exc}", _raw_bytes(line))
+                continue
+            if type(value) is dict:
+                out.append(value)
+            else:
+                kind = _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
+                self._reject(self._line, f"expected a JSON object, got {kind}", _raw_bytes(line))
+        if len(lines) < max_items:
+            self._eof()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def _raw_bytes(line: bytes) -> str:
+    return _strip_newline(line.decode("utf-8", "backslashreplace"))
+
+
+class FromParquet(SourceOperator):
+    """Emit the rows of a Parquet file as dicts, in file order (pyarrow).
+
+    ``columns`` selects columns (a name may be a prefix of nested fields, as in
+    pyarrow); ``batch_rows`` is how many rows pyarrow decodes at a time (None:
+    pyarrow's default). A file that is missing or not Parquet raises an error
+    naming it when the source opens.
+
+    Example::
+
+        flow.add(es.ops.FromParquet("trips.parquet", columns=["fare", "tip"]), name="trips")
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, columns: Sequence[str] | None = None,
+                 batch_rows: int | None = None):
+        super().__init__(outputs=1)
+        if batch_rows is not None and batch_rows < 1:
+            raise ValueError(f"FromParquet({os.fspath(path)!r}): batch_rows must be >= 1, got {batch_rows}")
+        self.path = os.fspath(path)
+        self.columns = list(columns) if columns is not None else None
+        self.batch_rows = batch_rows
+        self._file: Any = None
+        self._batches: Iterator[Any] | None = None
+        self._rows: list[dict[str, Any]] = []
+        self._pos = 0
+
+    def open(self, ctx: Context) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self._rows, self._pos = [], 0
+        try:
+            # A path (not a Python file object) lets pyarrow read without the GIL.
+            pf = pq.ParquetFile(self.path)
+        except FileNotFoundError:
+            raise FileNotFoundError(2, "no such Parquet file", self.path) from None
+        except (OSError, pa.ArrowException) as exc:
+            raise ValueError(f"cannot read {self.path!r} as Parquet: {exc}") from exc
+        self._file = pf
+        if self.columns is not None:
+            # pyarrow silently yields nothing for an unknown column: check here.
+            known = {path for i in range(pf.metadata.num_columns)
+                     for path in _prefixes(pf.schema.column(i).path)}
+            missing = [c for c in self.columns if c not in known]
+            if missing:
+                names = pf.schema_arrow.names
+                self.close()
+                raise ValueError(f"{self.path!r} has no column(s) {missing}; it has {names}")
+        kwargs: dict[str, Any] = {"columns": self.columns}
+        if self.batch_rows is not None:
+            kwargs["batch_size"] = self.batch_rows
+        self._batches = pf.iter_batches(**kwargs)
+
+    def next_batch(self, max_items: int) -> list[dict[str, Any]] | None:
+        import pyarrow as pa
+
+        while self._pos >= len(self._rows):
+            try:
+                batch = next(self._batches)  # type: ignore[arg-type]
+            except StopIteration:
+                return None
+            except (OSError, pa.ArrowException) as exc:
+                raise ValueError(f"cannot read {self.path!r} as Parquet: {exc}") from exc
+            self._rows, self._pos = batch.to_pylist(), 0
+        start = self._pos
+        self._pos += max_items
+        return self._rows[start:self._pos]
+
+    def close(self) -> None:
+        self._batches = None
+        self._rows = []
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def describe(self) -> str:
+        return f"FromParquet({self.path!r})"
+
+
+def _prefixes(dotted: str) -> list[str]:
+    parts = dotted.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]

@@ -78,8 +78,9 @@ class Task:
     def open(self, context: Context) -> None:
         """Bind the context and call the operator's ``open`` hook."""
         self.context = context
-        self.op.open(context)
+        # Set first: close() must run even when open() raises half-way.
         self.opened = True
+        self.op.open(context)
 
     def close(self) -> None:
         """Call the operator's ``close`` hook (sinks flush here)."""
@@ -295,17 +296,18 @@ class SourceTask(Task):
         batch = self.batch_size
         while not sched.shutdown_requested:
             items = next_batch(batch)
-            if items is None:
-                self._exhausted = True
-                return COMPLETED
             now = perf_counter()
             if items:
                 self.emit(0, items, now)
             if self._side:
                 for port, side in op.take_side_outputs():  # type: ignore[attr-defined]
                     self.emit(port, side, now)
+            if items is None:
+                self._exhausted = True
             if self.pending:
                 return WriteWait(self.pending_buffers())
+            if items is None:
+                return COMPLETED
             if not items or perf_counter() >= deadline:
                 return PREEMPT
         return COMPLETED

@@ -291,7 +291,11 @@ class Scheduler:
 
 
 def _cannot_block(wait: ReadWait) -> bool:
-    """Algorithm 4's early return: closed ports make the wait unsatisfiable."""
+    """Algorithm 4's early return: closed ports make the wait unsatisfiable.
+
+    Stricter than the paper's "any port closed": a closed port that still holds
+    enough tuples does not end the wait, or the operator would spin.
+    """
     if wait.mode is WaitMode.CONJ:
-        return any(b.closed for b, _ in wait.spec)
-    return all(b.closed for b, _ in wait.spec)
+        return any(b.closed and b.count < c for b, c in wait.spec)
+    return all(b.closed and b.count < c for b, c in wait.spec)

@@ -1,0 +1,82 @@
+"""``elastream bench overhead``: engine cost per tuple against a plain Python loop.
+
+A chain of 12 identity ``es.ops.Map`` operators over ``range(N)`` into a
+counting sink, run with 1 and 2 worker threads, against the same 12 functions
+called from a plain loop (a nested ``for f in fns`` loop and an unrolled
+``f12(...f1(x))`` comprehension; the faster is the one-core limit). Best of 3
+repetitions each. The functions are GIL-holding Python, so threads cannot add
+CPU parallelism here: the ratio is the engine's efficiency, ideally near 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import elastream as es
+from elastream.bench._common import best_of, fmt, machine
+from elastream.workloads.overhead import (build_identity_chain, identity_functions, nested_loop,
+                                          unrolled_loop)
+
+GIL_NOTE = ("GIL case: hold — the 12 functions are pure Python and hold the GIL, so extra threads "
+            "cannot add CPU parallelism; this measures engine overhead, not scaling.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``elastream bench overhead``."""
+    parser.add_argument("--tuples", type=int, default=1_000_000, help="tuples per run (default 1,000,000)")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="worker thread counts")
+    parser.add_argument("--functions", type=int, default=12, help="identity Map operators in the chain")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions; the best is reported")
+    parser.add_argument("--batch-size", type=int, default=256, help="Runner batch_size")
+    parser.add_argument("--policy", default="least_recently_run", help="scheduling policy")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Measure engine and plain-loop throughput; return the result as a JSON-ready dict."""
+    n, fns = args.tuples, identity_functions(args.functions)
+    nested = best_of(args.repeat, lambda: nested_loop(n, fns))
+    unrolled = best_of(args.repeat, lambda: unrolled_loop(n, fns))
+    loops = {"nested": n / nested.wall_s, "unrolled": n / unrolled.wall_s}
+    best_loop = max(loops, key=loops.__getitem__)
+    plain = loops[best_loop]
+    rows = []
+    for threads in args.threads:
+        runner = es.Runner(threads=threads, policy=args.policy, batch_size=args.batch_size)
+
+        def once() -> int:
+            flow, sink = build_identity_chain(range(n), fns)
+            count = runner.run(flow).outputs[sink]
+            if count != n:
+                raise RuntimeError(f"sink counted {count} tuples, expected {n}")
+            return count
+
+        engine = best_of(args.repeat, once)
+        rate = n / engine.wall_s
+        rows.append({"threads": threads, "engine_tuples_per_s": rate, "plain_loop_tuples_per_s": plain,
+                     "ratio": rate / plain, "engine_cores_used": engine.cores_used})
+    return {
+        "benchmark": "overhead", "gil": "hold", "note": GIL_NOTE, "tuples": n, "functions": args.functions,
+        "repetitions": args.repeat, "policy": args.policy, "batch_size": args.batch_size,
+        "nested_loop_tuples_per_s": loops["nested"], "unrolled_loop_tuples_per_s": loops["unrolled"],
+        "plain_loop_tuples_per_s": plain, "plain_loop_kind": best_loop, "results": rows,
+        "machine": machine(),
+    }
+
+
+def print_report(result: dict[str, Any], console: Console) -> None:
+    """Render a result of :func:`run` as a rich table."""
+    table = Table(title=f"engine overhead: {result['functions']} identity Maps, {result['tuples']:,} tuples "
+                        f"(best of {result['repetitions']})")
+    for col in ("threads", "engine tuples/s", "plain loop tuples/s", "engine / loop", "cores used"):
+        table.add_column(col, justify="right")
+    for r in result["results"]:
+        table.add_row(str(r["threads"]), fmt(r["engine_tuples_per_s"], 0), fmt(r["plain_loop_tuples_per_s"], 0),
+                      f"{r['ratio']:.3f}", f"{r['engine_cores_used']:.2f}")
+    console.print(table)
+    console.print(f"plain loop: nested {fmt(result['nested_loop_tuples_per_s'], 0)} tuples/s, unrolled "
+                  f"{fmt(result['unrolled_loop_tuples_per_s'], 0)} tuples/s → using {result['plain_loop_kind']}")
+    console.print(result["note"])

@@ -76,6 +76,7 @@ class FlowStats:
 
     elapsed_s: float
     threads: int
+    """Worker threads requested (the pool's target; still meaningful after the run)."""
     policy: str
     operators: dict[str, OperatorStats] = field(default_factory=dict)
     workers: tuple[WorkerStats, ...] = ()
@@ -85,6 +86,6 @@ class FlowStats:
         return sum(o.busy_s for o in self.operators.values())
 
     def mean_utilisation(self) -> float:
-        """Mean utilisation over live workers (0 when none)."""
-        alive = [w.utilisation for w in self.workers if w.alive]
-        return sum(alive) / len(alive) if alive else 0.0
+        """Mean utilisation over live workers, or over all once the run ended."""
+        chosen = [w.utilisation for w in self.workers if w.alive] or [w.utilisation for w in self.workers]
+        return sum(chosen) / len(chosen) if chosen else 0.0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 from elastream.operators.base import FunctionOperator
@@ -34,9 +34,13 @@ def hash_bytes_per_second() -> float:
 
 
 def spin(seconds: float) -> None:
-    """Busy-wait in pure Python for ``seconds`` (holds the GIL)."""
-    end = perf_counter() + seconds
-    while perf_counter() < end:
+    """Burn ``seconds`` of this thread's CPU time in pure Python (holds the GIL).
+
+    Measured with the thread's CPU clock, not the wall clock: a thread waiting
+    for the GIL accrues no CPU time, so threads cannot fake parallel speed-up.
+    """
+    end = thread_time() + seconds
+    while thread_time() < end:
         pass
 
 

@@ -62,6 +62,6 @@ def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_nam
                     utilisation=w.utilisation(now))
         for w in pool.workers)
     return FlowStats(
-        elapsed_s=now - started, threads=pool.active, policy=policy_name,
+        elapsed_s=now - started, threads=pool.target, policy=policy_name,
         operators={t.name: operator_stats(t, now) for t in sched.tasks}, workers=workers,
     )

@@ -106,6 +106,7 @@ class WorkerPool:
         self.contexts = contexts
         self.quantum_s = quantum_s
         self.workers: list[Worker] = []
+        self.target = 0
         self._lock = threading.Lock()
         self._next_index = 0
 
@@ -118,6 +119,7 @@ class WorkerPool:
         if n < 1:
             raise ValueError("a flow needs at least one worker thread")
         with self._lock:
+            self.target = n
             active = [w for w in self.workers if w.alive and not w.retiring]
             for w in active[n:]:
                 w.retiring = True

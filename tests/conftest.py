@@ -1,0 +1,95 @@
+"""Shared fixtures for every elastream test suite.
+
+* ``no_leaked_threads`` (autouse): a test fails if an ``elastream-*`` thread it
+  started is still alive shortly after it ends (STYLE.md "a fixture fails the
+  test if anything leaked").
+* ``policy`` / ``threads``: the execution-mode axes of the contract suites —
+  every registered scheduling policy, and 1, 2 and 4 worker threads.
+* ``run_flow``: run a flow to completion with a deadline; if the deadline
+  passes the flow is shut down (so nothing leaks into later tests) and the test
+  fails with every operator's scheduling state, which is what a hang needs.
+* ``wait_until``: poll a predicate (for observing a running flow from the test
+  thread), failing with a message instead of hanging.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+import elastream as es
+
+THREAD_PREFIX = "elastream-"
+JOIN_GRACE_S = 2.0
+
+
+def _engine_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name.startswith(THREAD_PREFIX) and t.is_alive()}
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads():
+    """Fail the test if an ``elastream-*`` thread it started outlives it (after a 2 s join grace)."""
+    before = _engine_threads()
+    yield
+    deadline = time.monotonic() + JOIN_GRACE_S
+    for t in _engine_threads() - before:
+        t.join(max(0.0, deadline - time.monotonic()))
+    leaked = sorted(t.name for t in _engine_threads() - before)
+    if leaked:
+        pytest.fail(f"engine threads still alive {JOIN_GRACE_S} s after the test: {leaked}")
+
+
+@pytest.fixture(params=es.policies.available())
+def policy(request) -> str:
+    """Every registered scheduling policy, by name."""
+    return request.param
+
+
+@pytest.fixture(params=(1, 2, 4), ids=lambda n: f"{n}thr")
+def threads(request) -> int:
+    """Worker thread counts of the contract suites."""
+    return request.param
+
+
+def run_with_deadline(flow: es.Flow, timeout: float = 30.0, **runner_kw) -> es.RunResult:
+    """``Runner(**runner_kw).run(flow)``, but a hang becomes a failure that names the stuck operators."""
+    handle = es.Runner(**runner_kw).start(flow)
+    try:
+        return handle.wait(timeout)
+    except TimeoutError:
+        states = handle.states()
+        try:
+            handle.shutdown(timeout=5.0)
+        except Exception:  # noqa: BLE001 - the hang is the failure to report
+            pass
+        pytest.fail(f"flow {flow.name!r} did not finish within {timeout} s "
+                    f"({runner_kw}); operator states: {states}")
+
+
+@pytest.fixture
+def run_flow() -> Callable[..., es.RunResult]:
+    """``run_flow(flow, timeout=30, **runner_kw)``: see :func:`run_with_deadline`."""
+    return run_with_deadline
+
+
+def poll_until(pred: Callable[[], object], timeout: float = 10.0, what: str = "condition",
+               interval: float = 0.002) -> object:
+    """Return ``pred()``'s first truthy value, polling; fail the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+@pytest.fixture
+def wait_until() -> Callable[..., object]:
+    """``wait_until(pred, timeout=10, what="...")``: see :func:`poll_until`."""
+    return poll_until

@@ -1,0 +1,139 @@
+"""Contract: the Barrier of DESIGN.md (C-Stream Listing 2) under every policy and thread count.
+
+Its output is ``zip`` of its inputs, and with one input far faster than the
+other, back-pressure bounds every input buffer by ``max_queue_size`` plus the
+number of producers on the port (C-Stream §3.2.2, Algorithm 3).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import elastream as es
+
+pytestmark = pytest.mark.timeout(60)
+
+MAX_QUEUE = 16
+
+
+class Barrier(es.Operator):  # C-Stream Listing 2, exactly as in DESIGN.md
+    def __init__(self, n):
+        super().__init__(inputs=n, outputs=1)
+
+    async def process(self, ctx: es.Context):
+        spec = {port: 1 for port in ctx.inputs}
+        while not ctx.shutdown_requested:
+            if await ctx.wait_for_all(spec) is es.Status.OVER:
+                break
+            await ctx.outputs[0].push(tuple(p.pop() for p in ctx.inputs))
+
+
+class SlowSource(es.Operator):
+    """Pushes one tuple, then sleeps (without holding a worker thread)."""
+
+    def __init__(self, items, pause_s=0.0002):
+        super().__init__(inputs=0, outputs=1)
+        self.items = list(items)
+        self.pause_s = pause_s
+
+    async def process(self, ctx: es.Context):
+        out = ctx.outputs[0]
+        for x in self.items:
+            if ctx.shutdown_requested:
+                break
+            await out.push(x)
+            await ctx.sleep(self.pause_s)
+
+
+def barrier_flow(a_op: es.Operator, b_op: es.Operator, *, slow_b_path: bool = False) -> es.Flow:
+    """The DESIGN.md sample flow: a, b -> barrier -> sink (optionally b through a Busy)."""
+    flow = es.Flow("barrier")
+    a = flow.add(a_op, name="a")
+    b = flow.add(b_op, name="b")
+    bar = flow.add(Barrier(2), name="barrier")
+    sink = flow.add(es.ops.Collect(), name="sink")
+    flow.connect(a.out(0), bar.in_(0))
+    if slow_b_path:
+        busy = flow.add(es.ops.Busy(cost_us=20.0), name="busy")
+        flow.connect(b.out(0), busy.in_(0))
+        flow.connect(busy.out(0), bar.in_(1))
+    else:
+        flow.connect(b.out(0), bar.in_(1))
+    flow.connect(bar.out(0), sink.in_(0))
+    return flow
+
+
+def assert_buffers_bounded(stats: es.RunResult, max_queue: int) -> None:
+    for op in stats.operators.values():
+        for port in op.inputs:
+            assert port.max_size <= max_queue + port.publishers, (
+                f"{op.name}.in_({port.port}) held {port.max_size} tuples "
+                f"> max_queue_size {max_queue} + {port.publishers} publishers")
+
+
+def test_barrier_output_is_zip_of_inputs(policy, threads, run_flow):
+    a_items = list(range(3000))
+    b_items = [-x for x in range(2500)]
+    flow = barrier_flow(es.ops.FromIterable(a_items), es.ops.FromIterable(b_items))
+    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, batch_size=32, seed=7)
+    assert result.outputs["sink"] == list(zip(a_items, b_items))
+    assert_buffers_bounded(result.stats, MAX_QUEUE)
+
+
+def test_barrier_with_slow_coroutine_input_keeps_buffers_bounded(policy, threads, run_flow):
+    fast = list(range(20_000))
+    slow = [f"s{i}" for i in range(300)]
+    flow = barrier_flow(es.ops.FromIterable(fast), SlowSource(slow))
+    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, seed=3)
+    assert result.outputs["sink"] == list(zip(fast, slow))
+    ports = result.stats.operators["barrier"].inputs
+    assert ports[0].max_size == MAX_QUEUE, "the fast input never filled up: no back-pressure was exercised"
+    assert_buffers_bounded(result.stats, MAX_QUEUE)
+
+
+def test_barrier_with_busy_path_keeps_buffers_bounded(policy, threads, run_flow):
+    """Input a closes early holding tuples while the Busy path still delivers b."""
+    n = 2000
+    flow = barrier_flow(es.ops.FromIterable(range(n)), es.ops.FromIterable(range(n, 2 * n)), slow_b_path=True)
+    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, batch_size=8, seed=5)
+    assert result.outputs["sink"] == list(zip(range(n), range(n, 2 * n)))
+    assert_buffers_bounded(result.stats, MAX_QUEUE)
+
+
+def test_barrier_of_three_with_fan_out_and_fan_in(policy, threads, run_flow):
+    """One source fanned out to two ports, and a port fed by two producers (bound + 2)."""
+    flow = es.Flow("barrier3")
+    a = flow.add(es.ops.FromIterable(range(1000)), name="a")
+    b1 = flow.add(es.ops.FromIterable(range(0, 1000, 2)), name="b1")
+    b2 = flow.add(es.ops.FromIterable(range(1, 1000, 2)), name="b2")
+    bar = flow.add(Barrier(3), name="barrier")
+    sink = flow.add(es.ops.Collect(), name="sink")
+    flow.connect(a.out(0), bar.in_(0))
+    flow.connect(a.out(0), bar.in_(1))
+    flow.connect(b1.out(0), bar.in_(2))
+    flow.connect(b2.out(0), bar.in_(2))
+    flow.connect(bar.out(0), sink.in_(0))
+    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, batch_size=16, seed=1)
+    out = result.outputs["sink"]
+    assert [(x, y) for x, y, _ in out] == [(i, i) for i in range(1000)]
+    assert sorted(z for _, _, z in out) == list(range(1000))
+    # Each producer's own order survives fan-in.
+    zs = [z for _, _, z in out]
+    assert [z for z in zs if z % 2 == 0] == list(range(0, 1000, 2))
+    assert [z for z in zs if z % 2 == 1] == list(range(1, 1000, 2))
+    assert result.stats.operators["barrier"].inputs[2].publishers == 2
+    assert_buffers_bounded(result.stats, MAX_QUEUE)
+
+
+@pytest.mark.parametrize("threads_n", [1, 2])
+def test_barrier_blocks_while_its_closed_input_still_holds_tuples(threads_n, run_flow):
+    """Input a closes at once holding 5 tuples; b delivers 5 tuples 20 ms apart.
+
+    The Barrier should be READ_BLOCKED between b's tuples (C-Stream Algorithm 1
+    returns OVER only for a closed port *without enough tuples*), so it needs a
+    handful of activations, not one per scheduler pass.
+    """
+    flow = barrier_flow(es.ops.FromIterable(range(5)), SlowSource(range(5), pause_s=0.02))
+    result = run_flow(flow, threads=threads_n, max_queue_size=MAX_QUEUE)
+    assert result.outputs["sink"] == [(i, i) for i in range(5)]
+    assert result.stats.operators["barrier"].activations <= 100

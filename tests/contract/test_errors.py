@@ -1,0 +1,213 @@
+"""Contract: bad graphs fail at build time naming the operator and port; an operator
+failure stops the flow cleanly with the operator's name and the original exception,
+and a sink that does not depend on the failure keeps what it accepted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+import elastream as es
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def engine_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("elastream-") and t.is_alive()]
+
+
+class Passthrough(es.Operator):
+    """A coroutine operator with ``inputs`` input ports, some declared control ports."""
+
+    def __init__(self, inputs=1, control_inputs=()):
+        super().__init__(inputs=inputs, outputs=1, control_inputs=control_inputs)
+
+    async def process(self, ctx: es.Context):
+        spec = {p: 1 for p in ctx.inputs}
+        while await ctx.wait_for_any(spec) is es.Status.DONE:
+            for p in ctx.inputs:
+                if len(p):
+                    await ctx.outputs[0].push(p.pop())
+
+
+def assert_rejected(flow: es.Flow, operator: str | None, port: str | None = None) -> es.FlowValidationError:
+    """Both ``flow.validate()`` and ``Runner.run`` raise the same error, naming operator and port."""
+    with pytest.raises(es.FlowValidationError) as by_validate:
+        flow.validate()
+    with pytest.raises(es.FlowValidationError) as by_run:
+        es.Runner(threads=2).run(flow, timeout=10)
+    for err in (by_validate.value, by_run.value):
+        assert err.operator == operator
+        assert err.port == port
+        if operator is not None:
+            assert repr(operator) in str(err)
+    return by_validate.value
+
+
+# -- build-time validation ----------------------------------------------------------
+
+def test_unconnected_input_port():
+    flow = es.Flow("f")
+    src = flow.add(es.ops.FromIterable(range(3)), name="src")
+    u = flow.add(es.ops.Union(2), name="merge")
+    flow.connect(src.out(0), u.in_(0))
+    u >> flow.add(es.ops.Collect(), name="sink")
+    assert_rejected(flow, "merge", "in_(1)")
+
+
+def test_output_port_out_of_range():
+    flow = es.Flow("f")
+    src = flow.add(es.ops.FromIterable(range(3)), name="src")
+    with pytest.raises(es.FlowValidationError) as err:
+        src.out(5)
+    assert (err.value.operator, err.value.port) == ("src", "out(5)")
+    assert "'src'" in str(err.value)
+
+
+def test_input_port_out_of_range():
+    flow = es.Flow("f")
+    u = flow.add(es.ops.Union(2), name="merge")
+    with pytest.raises(es.FlowValidationError) as err:
+        u.in_(3)
+    assert (err.value.operator, err.value.port) == ("merge", "in_(3)")
+    assert "'merge'" in str(err.value)
+
+
+def test_duplicate_operator_name():
+    flow = es.Flow("f")
+    flow.add(es.ops.FromIterable(range(3)), name="x")
+    with pytest.raises(es.FlowValidationError) as err:
+        flow.add(es.ops.Map(str), name="x")
+    assert err.value.operator == "x"
+    assert "'x'" in str(err.value)
+
+
+def cyclic_flow(control_inputs=()) -> es.Flow:
+    """src -> loop.in_(0); loop -> step -> loop.in_(1); step -> sink."""
+    flow = es.Flow("cycle")
+    src = flow.add(es.ops.FromIterable(range(3)), name="src")
+    loop = flow.add(Passthrough(inputs=2, control_inputs=control_inputs), name="loop")
+    step = flow.add(es.ops.Map(lambda x: x), name="step")
+    flow.connect(src.out(0), loop.in_(0))
+    loop >> step
+    flow.connect(step.out(0), loop.in_(1))
+    step >> flow.add(es.ops.Collect(), name="sink")
+    return flow
+
+
+def test_cycle_not_through_a_control_input():
+    err = assert_rejected(cyclic_flow(), "loop", "in_(1)")
+    assert "cycle" in str(err)
+
+
+def test_cycle_through_a_control_input_is_accepted():
+    cyclic_flow(control_inputs=(1,)).validate()
+
+
+def test_flow_without_sources():
+    flow = es.Flow("nosrc")
+    a = flow.add(es.ops.Map(lambda x: x), name="a")
+    b = flow.add(es.ops.Map(lambda x: x), name="b")
+    a >> b >> a
+    err = assert_rejected(flow, None)
+    assert "no source" in str(err)
+
+
+def test_empty_flow():
+    assert_rejected(es.Flow("empty"), None)
+
+
+# -- run-time failures ----------------------------------------------------------------
+
+class Boom(Exception):
+    pass
+
+
+class FailingOperator(es.Operator):
+    """Forwards tuples until ``should_fail(n_seen)`` holds, then raises ``error`` inside ``process``."""
+
+    def __init__(self, error: BaseException, should_fail: Callable[[int], bool]):
+        super().__init__(inputs=1, outputs=1)
+        self.error = error
+        self.should_fail = should_fail
+
+    async def process(self, ctx: es.Context):
+        port = ctx.inputs[0]
+        seen = 0
+        while await ctx.wait_for_all({port: 1}) is es.Status.DONE:
+            x = port.pop()
+            seen += 1
+            if self.should_fail(seen):
+                raise self.error
+            await ctx.outputs[0].push(x)
+
+
+def failing_flow(make_failing) -> tuple[es.Flow, es.ops.Collect]:
+    """Two independent pipelines: ``good`` collects a long stream, ``bad`` fails.
+
+    The failing operator raises only once ``good`` has accepted tuples, so the
+    test can check they survive the failure whatever the scheduling.
+    """
+    flow = es.Flow("failing")
+    good = es.ops.Collect()
+    flow.source(es.ops.FromIterable(range(1_000_000)), name="good_src").sink(good, name="good")
+    bad_src = flow.add(es.ops.FromIterable(range(1_000_000)), name="bad_src")
+    failing = flow.add(make_failing(lambda: len(good.items) > 0), name="exploder")
+    bad_src >> failing >> flow.add(es.ops.Collect(), name="bad")
+    return flow, good
+
+
+def check_operator_error(excinfo, error: BaseException, good: es.ops.Collect) -> None:
+    err = excinfo.value
+    assert err.operator == "exploder"
+    assert "'exploder'" in str(err)
+    assert err.__cause__ is error
+    assert engine_threads() == []
+    # What the independent sink accepted is kept, in order.
+    assert len(good.items) > 0
+    assert good.items == list(range(len(good.items)))
+
+
+def test_exception_in_process_raises_operator_error(policy, threads):
+    error = Boom("from process")
+    flow, good = failing_flow(lambda good_has_items: FailingOperator(error, lambda _: good_has_items()))
+    with pytest.raises(es.OperatorError) as excinfo:
+        es.Runner(threads=threads, policy=policy, max_queue_size=64, seed=4).run(flow, timeout=30)
+    check_operator_error(excinfo, error, good)
+    assert "in process" in excinfo.value.details
+
+
+def test_exception_in_map_function_raises_operator_error(policy, threads):
+    error = Boom("from a Map function")
+
+    def make(good_has_items):
+        def fn(x):
+            if good_has_items():
+                raise error
+            return x
+        return es.ops.Map(fn)
+
+    flow, good = failing_flow(make)
+    with pytest.raises(es.OperatorError) as excinfo:
+        es.Runner(threads=threads, policy=policy, max_queue_size=64, seed=4).run(flow, timeout=30)
+    check_operator_error(excinfo, error, good)
+    assert "Boom" in str(excinfo.value)
+    assert "in fn" in excinfo.value.details
+
+
+def test_failure_after_some_tuples_keeps_downstream_sink_prefix(threads, run_flow):
+    """A sink downstream of the failure keeps the tuples it accepted before it."""
+    error = Boom("eleventh tuple")
+    flow = es.Flow("prefix")
+    sink = es.ops.Collect()
+    src = flow.add(es.ops.FromIterable(range(100)), name="src")
+    src >> flow.add(FailingOperator(error, lambda n: n > 10), name="exploder") >> flow.add(sink, name="sink")
+    with pytest.raises(es.OperatorError) as excinfo:
+        es.Runner(threads=threads, max_queue_size=4, batch_size=1).run(flow, timeout=30)
+    assert excinfo.value.__cause__ is error
+    assert sink.items == list(range(len(sink.items)))
+    assert len(sink.items) <= 10
+    assert engine_threads() == []

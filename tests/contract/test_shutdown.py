@@ -1,0 +1,110 @@
+"""Contract: an explicit shutdown completes with full queues and blocked operators
+(C-Stream §3.2.2–3.2.3), and ends operators that ignore it after the grace period.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+import elastream as es
+
+pytestmark = pytest.mark.timeout(60)
+
+SHUTDOWN_LIMIT_S = 2.0  # the issue's requirement: shutdown() returns within 2 seconds
+
+
+def engine_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("elastream-") and t.is_alive()]
+
+
+class SlowSink(es.Operator):
+    """Takes one tuple, then sleeps a whole second (without holding a thread)."""
+
+    def __init__(self):
+        super().__init__(inputs=1, outputs=0)
+        self.taken = 0
+
+    async def process(self, ctx: es.Context):
+        port = ctx.inputs[0]
+        while await ctx.wait_for_all({port: 1}) is es.Status.DONE:
+            port.pop()
+            self.taken += 1
+            await ctx.sleep(1)
+
+
+class Stubborn(es.Operator):
+    """Ignores ``ctx.shutdown_requested`` and pushes forever; records that it was closed."""
+
+    def __init__(self):
+        super().__init__(inputs=0, outputs=1)
+        self.closed = threading.Event()
+        self.pushed = 0
+
+    async def process(self, ctx: es.Context):
+        try:
+            for i in itertools.count():
+                await ctx.outputs[0].push(i)
+                self.pushed += 1
+        finally:
+            self.closed.set()
+
+
+def write_blocked(handle: es.RunHandle) -> list[str]:
+    return [name for name, state in handle.states().items() if state == "write_blocked"]
+
+
+@pytest.mark.parametrize("policy_name", ["least_recently_run", "max_queue", "random"])
+def test_shutdown_with_full_buffers_and_write_blocked_operators(threads, policy_name, wait_until):
+    flow = es.Flow("stuck")
+    src = flow.add(es.ops.FromGenerator(itertools.count), name="endless")
+    mid = flow.add(es.ops.Map(lambda x: x), name="mid")
+    sink_op = SlowSink()
+    src >> mid >> flow.add(sink_op, name="slow_sink")
+    handle = es.Runner(threads=threads, policy=policy_name, max_queue_size=4, seed=2).start(flow)
+    try:
+        blocked = wait_until(lambda: write_blocked(handle), what="a write_blocked operator")
+        assert set(blocked) <= {"endless", "mid"}
+        t0 = time.perf_counter()
+        result = handle.shutdown()
+        assert time.perf_counter() - t0 < SHUTDOWN_LIMIT_S
+    finally:
+        if not handle.done:
+            handle.shutdown()
+    assert result.shutdown
+    assert engine_threads() == []
+    assert set(handle.states().values()) == {"completed"}
+    assert sink_op.taken >= 1
+
+
+@pytest.mark.parametrize("threads_n", [1, 2])
+def test_operator_ignoring_shutdown_is_closed_after_grace(threads_n, wait_until):
+    stubborn = Stubborn()
+    flow = es.Flow("stubborn")
+    s = flow.add(stubborn, name="stubborn")
+    s >> flow.add(es.ops.Callback(lambda x: None), name="drop")
+    grace = 0.5
+    handle = es.Runner(threads=threads_n, max_queue_size=4, shutdown_grace_s=grace).start(flow)
+    try:
+        wait_until(lambda: stubborn.pushed > 100, what="the stubborn operator to run")
+        t0 = time.perf_counter()
+        result = handle.shutdown()
+        assert time.perf_counter() - t0 < grace + SHUTDOWN_LIMIT_S
+    finally:
+        if not handle.done:
+            handle.shutdown()
+    assert result.shutdown
+    assert stubborn.closed.is_set(), "the runtime did not close the coroutine (its finally block never ran)"
+    assert engine_threads() == []
+
+
+def test_shutdown_of_finished_flow_returns_its_result(run_flow):
+    flow = es.Flow("done")
+    flow.source(range(10)).sink(es.ops.Collect(), name="out")
+    handle = es.Runner(threads=2).start(flow)
+    first = handle.wait(30)
+    again = handle.shutdown()
+    assert first.outputs["out"] == again.outputs["out"] == list(range(10))

@@ -247,22 +247,12 @@ def lineages(items: list) -> dict[tuple, list]:
 
 REFERENCE = dict(threads=1, policy="least_recently_run")
 
-# While the Union forwarding race below is open, DAGs with a Union run on one worker
-# thread (the race needs a producer and a consumer running at once), so this property
-# stays deterministic in CI. test_union_forwarding_does_not_duplicate_tuples is a strict
-# xfail on the same switch: when the runtime is fixed it XPASSes, and setting this to
-# False both removes that marker and gives Unions their random thread counts back.
-UNION_RACE_OPEN = True
-
-
 @settings(max_examples=60, deadline=None, derandomize=True, print_blob=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(spec=flow_specs(), config=configs)
 def test_random_dags_match_the_one_thread_reference(spec, config):
     nodes, taps = spec
     threads = config.threads
-    if UNION_RACE_OPEN and any(n.kind == "union" for n in nodes):
-        threads = 1
     reference = run_with_deadline(build(nodes, taps), timeout=30, **REFERENCE)
     result = run_with_deadline(build(nodes, taps), timeout=30, policy=config.policy, seed=config.seed,
                                threads=threads, max_queue_size=config.max_queue_size,
@@ -274,7 +264,7 @@ def test_random_dags_match_the_one_thread_reference(spec, config):
 
 # -- regression: a race found by this property ---------------------------------------
 
-# Found by the property above (hypothesis cannot shrink a timing race). Unions pass their input list straight on, so a
+# Found by the property above (hypothesis cannot shrink a timing race); fixed in Task.emit. Unions pass their input list straight on, so a
 # chunk a Map has just offered to a Union can be taken, forwarded and extended in
 # place by the Collect downstream while the Map is still inside ``Task.emit``.
 # ``emit`` then reads ``len(chunk)`` after the buffer owns it, sees tuples that
@@ -293,9 +283,6 @@ RACE_SPEC = (
 RACE_CONFIG = Config(policy="min_latency", seed=25015, threads=7, max_queue_size=2, batch_size=35)
 
 
-@pytest.mark.xfail(UNION_RACE_OPEN, strict=True,
-                   reason="runtime bug: Task.emit reads len(chunk) after the downstream buffer owns it; "
-                          "PortBuffer.take extends chunks in place -> duplicates")
 def test_union_forwarding_does_not_duplicate_tuples():
     nodes, taps = RACE_SPEC
     reference = run_with_deadline(build(nodes, taps), timeout=30, **REFERENCE)

@@ -24,7 +24,9 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from elastream.runtime.states import OperatorState
-from elastream.runtime.traps import COMPLETED, PREEMPT, Failed, Outcome, ReadWait, Sleep, WaitMode, WriteWait
+from elastream.runtime.poller import ExternalPoller
+from elastream.runtime.traps import (COMPLETED, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep, WaitMode,
+                                     WriteWait)
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.policies.base import SchedulingPolicy
@@ -60,6 +62,7 @@ class Scheduler:
         self.failure: tuple[str, Failed] | None = None
         self.finished = threading.Event()
         self.on_finished: list[Callable[[], None]] = []
+        self.poller = ExternalPoller(self)
         for t in tasks:
             t.sched = self
             self.ready[t] = None
@@ -106,6 +109,8 @@ class Scheduler:
             self._mark_completed(task)
         elif type(outcome) is Sleep:
             self._mark_sleeping(task, outcome.until)
+        elif type(outcome) is ExternalWait:
+            self._mark_external_blocked(task, outcome)
         elif type(outcome) is Failed:
             self._record_failure(task.name, outcome)
             self._mark_completed(task)
@@ -163,6 +168,21 @@ class Scheduler:
         if self.idle_workers:
             self.cond.notify()  # an idle worker must recompute its wait timeout
 
+    def _mark_external_blocked(self, task: Task, wait: ExternalWait) -> None:
+        if self.shutdown_requested or wait.probe():
+            self._make_ready(task)
+            return
+        self._set_blocked(task, WRITE_BLOCKED if wait.write else READ_BLOCKED)
+        task.external_wait = True
+        self.poller.register(task, wait.probe)
+
+    def wake_external(self, task: Task) -> None:
+        """The poller saw ``task``'s external condition hold."""
+        with self.lock:
+            if task.external_wait:
+                task.external_wait = False
+                self._make_ready(task)
+
     def _fire_timers(self, now: float) -> None:
         timers = self._timers
         while timers and timers[0][0] <= now:
@@ -191,6 +211,7 @@ class Scheduler:
             for writer in list(buf.write_waiters):
                 self._make_ready(writer)
         if self.live == 0:
+            self.poller.stop_async()
             self.finished.set()
             self.cond.notify_all()
             for callback in self.on_finished:
@@ -258,6 +279,9 @@ class Scheduler:
         task.blocked_since = perf_counter()
 
     def _leave_blocked(self, task: Task) -> None:
+        if task.external_wait:
+            task.external_wait = False
+            self.poller.forget(task)
         state = task.state
         if state is READ_BLOCKED:
             task.read_blocked_s += perf_counter() - task.blocked_since

@@ -53,6 +53,7 @@ class Task:
         self.read_wait: dict[PortBuffer, int] = {}
         self.read_mode = WaitMode.CONJ
         self.write_wait: tuple[PortBuffer, ...] = ()
+        self.external_wait = False
         # Tuples accepted by the operator but not yet by a downstream buffer:
         # [buffer, items, origin] in push order.
         self.pending: list[list[Any]] = []
@@ -138,14 +139,16 @@ class Task:
             return True
         now = perf_counter()
         last = len(subs) - 1
+        size = len(items)
         for i, buf in enumerate(subs):
             chunk = items if i == last else list(items)
             n = buf.offer(chunk, origin, now)
-            if n:
-                if buf.owner.state is _READ_BLOCKED:
-                    sched.port_written(buf)
-            if n < len(chunk):
-                self.pending.append([buf, chunk[n:], origin])
+            # From here the buffer owns ``chunk`` (a consumer may extend it in
+            # place), so only ``size``, read before the offer, is trusted.
+            if n < size:
+                self.pending.append([buf, chunk[n:size], origin])
+            if n and buf.owner.state is _READ_BLOCKED:
+                sched.port_written(buf)
         return not self.pending
 
     def flush_pending(self) -> bool:
@@ -160,15 +163,14 @@ class Task:
         still = []
         for entry in self.pending:
             buf, items, origin = entry
+            size = len(items)  # read before the buffer may own (and extend) ``items``
             n = buf.offer(items, origin, now)
-            if n:
-                if buf.owner.state is _READ_BLOCKED:
-                    sched.port_written(buf)
-                if n < len(items):
-                    entry[1] = items[n:]
-                    still.append(entry)
-            else:
+            if n < size:
+                if n:
+                    entry[1] = items[n:size]
                 still.append(entry)
+            if n and buf.owner.state is _READ_BLOCKED:
+                sched.port_written(buf)
         self.pending = still
         return not still
 

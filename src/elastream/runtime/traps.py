@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import enum
 import types
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +48,19 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class ExternalWait:
+    """Block until ``probe()`` is true; something outside this process must make it so.
+
+    Used for shared-memory rings: the operator is READ_BLOCKED (``write=False``)
+    or WRITE_BLOCKED (``write=True``, back-pressure from another process) and the
+    runtime's :class:`~elastream.runtime.poller.ExternalPoller` wakes it.
+    """
+
+    probe: Callable[[], bool]
+    write: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     """The operator raised; ``details`` is the formatted traceback."""
 
@@ -70,7 +83,7 @@ PREEMPT = _Marker("PREEMPT")
 #: The operator has finished its driver loop (Algorithm 6).
 COMPLETED = _Marker("COMPLETED")
 
-Outcome = ReadWait | WriteWait | Sleep | Failed | _Marker
+Outcome = ReadWait | WriteWait | Sleep | ExternalWait | Failed | _Marker
 
 
 @types.coroutine

@@ -107,6 +107,7 @@ class RunHandle:
                 self.sched.wake_all()
                 self.pool.join(join_timeout)
                 self.monitor.stop()
+                self.sched.poller.stop()
                 self._ended = perf_counter()
                 self.monitor.sample_rates()
                 stats = self.stats()

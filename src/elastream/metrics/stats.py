@@ -54,6 +54,10 @@ class OperatorStats:
     """Maximum write-blocked ratio of the subscribing downstream ports (§4.2.1)."""
     inputs: tuple[PortStats, ...] = ()
     malformed: int = 0
+    cpu_s: float = 0.0
+    """CPU time of the worker threads while they ran this operator."""
+    sent: dict[str, int] = field(default_factory=dict)
+    """Tuples emitted to each downstream operator (TurboStream §V.D traffic)."""
 
 
 @dataclass(frozen=True, slots=True)

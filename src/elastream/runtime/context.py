@@ -18,12 +18,12 @@ Example (C-Stream Listing 2)::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import Status
-from elastream.runtime.traps import PREEMPT, ReadWait, Sleep, WaitMode, WriteWait, suspend
+from elastream.runtime.traps import PREEMPT, ExternalWait, ReadWait, Sleep, WaitMode, WriteWait, suspend
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.buffer import PortBuffer
@@ -199,6 +199,18 @@ class Context:
         """Suspend until the ``time.perf_counter()`` instant ``when``."""
         if when > perf_counter() and not self._task.sched.shutdown_requested:
             await suspend(Sleep(when))
+
+    async def wait_external(self, probe: Callable[[], bool], *, write: bool = False) -> None:
+        """Suspend until ``probe()`` is true, where only another process can make it so.
+
+        The operator counts as WRITE_BLOCKED (``write=True``, e.g. a full
+        shared-memory ring) or READ_BLOCKED; a poller thread re-checks the probe
+        with capped exponential back-off, so no worker thread spins. Returns at
+        once on shutdown. ``probe`` runs in the poller thread while this
+        operator is suspended.
+        """
+        if not probe() and not self._task.sched.shutdown_requested:
+            await suspend(ExternalWait(probe, write))
 
     async def yield_now(self) -> None:
         """Give other operators a turn if this one's quantum is used up."""

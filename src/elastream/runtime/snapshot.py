@@ -50,7 +50,16 @@ def operator_stats(task: Task, now: float) -> OperatorStats:
         conjunctive_wait_fraction=task.conj_waits / waits if waits else 0.0,
         disjunctive_wait_fraction=task.disj_waits / waits if waits else 0.0,
         output_write_blocked_ratio=out_ratio, inputs=inputs, malformed=task.malformed,
+        cpu_s=task.cpu_s, sent=_sent_by_operator(task),
     )
+
+
+def _sent_by_operator(task: Task) -> dict[str, int]:
+    sent: dict[str, int] = {}
+    for buf, n in list(task.sent.items()):
+        name = buf.owner.name
+        sent[name] = sent.get(name, 0) + n
+    return sent
 
 
 def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_name: str) -> FlowStats:

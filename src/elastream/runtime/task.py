@@ -63,6 +63,9 @@ class Task:
         # Counters (C-Stream §3.2.6).
         self.activations = 0
         self.busy_s = 0.0
+        self.cpu_s = 0.0
+        # Tuples emitted per downstream buffer (TurboStream §V.D traffic monitor).
+        self.sent: dict[PortBuffer, int] = {}
         self.tuples_in = 0
         self.tuples_out = 0
         self.last_scheduled = 0.0
@@ -140,7 +143,9 @@ class Task:
         now = perf_counter()
         last = len(subs) - 1
         size = len(items)
+        sent = self.sent
         for i, buf in enumerate(subs):
+            sent[buf] = sent.get(buf, 0) + size
             chunk = items if i == last else list(items)
             n = buf.offer(chunk, origin, now)
             # From here the buffer owns ``chunk`` (a consumer may extend it in
@@ -181,6 +186,7 @@ class Task:
     def _force(self, subs: Any, items: list, origin: float) -> None:
         now = perf_counter()
         for i, buf in enumerate(subs):
+            self.sent[buf] = self.sent.get(buf, 0) + len(items)
             buf.force(items if i == 0 else list(items), origin, now)
             if buf.owner.state is _READ_BLOCKED:
                 self.sched.port_written(buf)

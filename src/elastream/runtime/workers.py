@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import traceback
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import TYPE_CHECKING
 
 from elastream.runtime.traps import COMPLETED, Failed
@@ -44,10 +44,12 @@ class Worker:
             task = sched.acquire(self)
             while task is not None:
                 t0 = perf_counter()
+                c0 = thread_time()
                 task.last_scheduled = t0
                 budget = policy_quantum(task, quantum) if policy_quantum else quantum
                 outcome = self._dispatch(task, t0 + budget)
                 t1 = perf_counter()
+                task.cpu_s += thread_time() - c0
                 task.busy_s += t1 - t0
                 task.activations += 1
                 self.busy_s += t1 - t0

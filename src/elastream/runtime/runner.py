@@ -152,15 +152,18 @@ class Runner:
     def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run",
                  max_queue_size: int = 1024, quantum_ms: float = 50.0, elastic: bool = False,
                  batch_size: int = 256, seed: int | None = None, stats_period_ms: float = 100.0,
-                 shutdown_grace_s: float = 1.0):
+                 shutdown_grace_s: float = 1.0, placement: Any = "auto", start_method: str = "spawn",
+                 ring_bytes: int = 4 << 20):
         if threads < 1:
             raise ValueError("threads must be >= 1")
         if max_queue_size < 1:
             raise ValueError("max_queue_size must be >= 1")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
-        if processes != 1:
-            raise NotImplementedError("processes > 1 needs the multi-process runtime (issue 3), not built yet")
+        if processes < 1:
+            raise ValueError("processes must be >= 1")
+        if start_method not in ("spawn", "forkserver"):
+            raise ValueError("start_method must be 'spawn' or 'forkserver' (fork is unsafe with threads)")
         if elastic:
             raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
         self.threads = threads
@@ -173,10 +176,44 @@ class Runner:
         self.seed = seed
         self.stats_period_ms = stats_period_ms
         self.shutdown_grace_s = shutdown_grace_s
+        self.placement = placement
+        self.start_method = start_method
+        self.ring_bytes = ring_bytes
         create_policy(policy, seed=seed)  # fail fast on an unknown name
+
+    def child_options(self) -> dict[str, Any]:
+        """Runner keyword arguments for one worker process of a multi-process run."""
+        return {"threads": self.threads, "policy": self.policy, "max_queue_size": self.max_queue_size,
+                "quantum_ms": self.quantum_ms, "batch_size": self.batch_size, "seed": self.seed,
+                "stats_period_ms": self.stats_period_ms, "shutdown_grace_s": self.shutdown_grace_s}
+
+    def assignment(self, flow: Flow) -> dict[str, int]:
+        """Operator name → worker process, from ``placement``.
+
+        ``placement`` is "auto" (TurboStream §V offline plan from the graph and
+        declared costs), "round_robin", a PlacementPlan, or a dict.
+        """
+        p = self.placement
+        if isinstance(p, dict):
+            return dict(p)
+        if hasattr(p, "assignment"):
+            return dict(p.assignment)
+        from elastream.placement import PlacementGraph, place, round_robin
+
+        graph = PlacementGraph.from_flow(flow)
+        if p == "auto":
+            return dict(place(graph, self.processes).assignment)
+        if p == "round_robin":
+            return dict(round_robin(graph, self.processes).assignment)
+        raise ValueError(f"unknown placement {p!r}: use 'auto', 'round_robin', a PlacementPlan or a dict")
 
     def start(self, flow: Flow) -> RunHandle:
         """Validate, compile and start ``flow``; return its handle at once."""
+        if self.processes > 1:
+            from elastream.processes.supervisor import ProcessRunHandle
+
+            flow.validate()
+            return ProcessRunHandle(self, flow, self.assignment(flow))  # type: ignore[return-value]
         handle = RunHandle(self, flow)
         handle._start()
         return handle
@@ -191,6 +228,5 @@ class Runner:
         try:
             return handle.wait(timeout)
         except TimeoutError:
-            handle.sched.request_shutdown()
-            handle._finish(join_timeout=self.shutdown_grace_s + 2.0)
+            handle.shutdown(timeout=self.shutdown_grace_s + 3.0)
             raise

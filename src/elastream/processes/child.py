@@ -1,0 +1,79 @@
+"""Worker-process entry point: run one part of a split flow with the core engine.
+
+The parent starts this with the ``spawn`` (or ``forkserver``) method and talks to
+it over one duplex pipe. Messages (cloudpickled tuples):
+
+* child → parent: ``("stats", FlowStats)`` every stats period,
+  ``("done", outputs, FlowStats, shutdown)`` or
+  ``("failed", operator, error_type, message, details, FlowStats)`` at the end;
+* parent → child: ``("shutdown",)``, ``("threads", n)``.
+
+The child ignores SIGINT: Ctrl-C reaches the whole process group, and the
+parent turns it into an orderly shutdown of every child.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import traceback
+from typing import Any
+
+import cloudpickle
+
+from elastream.errors import OperatorError
+
+
+def send(conn: Any, message: tuple) -> None:
+    """Send one cloudpickled message (user objects may need cloudpickle)."""
+    conn.send_bytes(cloudpickle.dumps(message))
+
+
+def receive(conn: Any) -> tuple:
+    """Receive one message sent with :func:`send`."""
+    return cloudpickle.loads(conn.recv_bytes())
+
+
+def child_main(index: int, payload: bytes, conn: Any) -> None:
+    """Run part ``index`` of the flow described by ``payload`` (a cloudpickled ChildSpec)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from elastream.processes.spec import build_child_flow
+    from elastream.runtime.runner import Runner
+
+    try:
+        spec = cloudpickle.loads(payload)
+        flow = build_child_flow(spec)
+        handle = Runner(**spec.runner).start(flow)
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
+        send(conn, ("failed", f"<process {index}>", type(exc).__name__, str(exc), traceback.format_exc(), None))
+        return
+    send(conn, ("started", os.getpid()))
+    period = spec.runner.get("stats_period_ms", 100.0) / 1000.0
+    while not handle.done:
+        try:
+            if conn.poll(period):
+                _obey(handle, receive(conn))
+            else:
+                send(conn, ("stats", handle.stats()))
+        except (EOFError, OSError):
+            handle.sched.request_shutdown()  # the parent is gone: stop, nobody will read results
+            break
+    try:
+        result = handle.wait()
+    except OperatorError as exc:
+        cause = exc.__cause__
+        send(conn, ("failed", exc.operator, type(cause).__name__, str(cause), exc.details, handle.stats()))
+        return
+    except BaseException as exc:  # noqa: BLE001
+        send(conn, ("failed", f"<process {index}>", type(exc).__name__, str(exc), traceback.format_exc(),
+                    handle.stats()))
+        return
+    send(conn, ("done", result.outputs, result.stats, result.shutdown))
+
+
+def _obey(handle: Any, message: tuple) -> None:
+    kind = message[0]
+    if kind == "shutdown":
+        handle.sched.request_shutdown()
+    elif kind == "threads":
+        handle.set_threads(int(message[1]))

@@ -1,0 +1,89 @@
+"""Ring proxy operators: the two ends of a stream that crosses processes.
+
+A :class:`RingSender` drains its input port in batches, encodes each batch
+into one ring record and, when the ring is full, parks WRITE_BLOCKED on an
+external probe (back-pressure from the consuming process). A
+:class:`RingReceiver` decodes records and pushes the tuples on, parking
+READ_BLOCKED while the ring is empty; it completes when every producer has
+closed the ring (end-of-stream), which closes the downstream port as any
+completed upstream operator would. Both run in one worker at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastream.ipc.codec import PickleCodec
+from elastream.ipc.ring import SharedRing
+from elastream.operators.base import Operator, Status
+
+
+class RingSender(Operator):
+    """Input port 0 → shared-memory ring ``ring_name`` (one record per batch)."""
+
+    kind = "proxy"
+
+    def __init__(self, ring_name: str, batch_size: int = 256):
+        super().__init__(inputs=1, outputs=0)
+        self.ring_name = ring_name
+        self.batch_size = batch_size
+        self.ring: Any = None
+        self.codec = PickleCodec()
+
+    def open(self, ctx) -> None:
+        self.ring = SharedRing.attach(self.ring_name)
+        self.ring.register_producer()
+
+    async def process(self, ctx) -> None:
+        port = ctx.inputs[0]
+        ring = self.ring
+        encode = self.codec.encode_batch
+        while True:
+            if await ctx.wait_for_any({port: 1}) is Status.OVER:
+                break
+            payload = encode(port.pop_many(self.batch_size))
+            if not ring.try_write_batch([payload]):
+                await ctx.wait_external(lambda: ring.try_write_batch([payload]), write=True)
+                if ctx.shutdown_requested:
+                    break
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close_producer()
+            self.ring.close()
+            self.ring = None
+
+
+class RingReceiver(Operator):
+    """Shared-memory ring ``ring_name`` → output port 0."""
+
+    kind = "proxy"
+
+    def __init__(self, ring_name: str, max_records: int = 16):
+        super().__init__(inputs=0, outputs=1)
+        self.ring_name = ring_name
+        self.max_records = max_records
+        self.ring: Any = None
+        self.codec = PickleCodec()
+
+    def open(self, ctx) -> None:
+        self.ring = SharedRing.attach(self.ring_name)
+
+    async def process(self, ctx) -> None:
+        out = ctx.outputs[0]
+        ring = self.ring
+        decode = self.codec.decode_batch
+        while not ctx.shutdown_requested:
+            records = ring.try_read(self.max_records)
+            if records:
+                for _target, payload in records:
+                    await out.push_many(decode(payload))
+                continue
+            if ring.at_eof:
+                break
+            await ctx.wait_external(lambda: ring.wait_readable(0) or ring.at_eof)
+
+    def close(self) -> None:
+        if self.ring is not None:
+            self.ring.close()
+            self.ring = None

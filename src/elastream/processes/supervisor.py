@@ -1,0 +1,292 @@
+"""Parent side of a multi-process run: rings, worker processes, failure handling, merging.
+
+Threading: the user's thread calls :class:`ProcessRunHandle` methods; one
+supervisor thread owns the pipes and the process sentinels. It records
+messages, notices a dead worker at once (its sentinel fires), asks every
+other worker to shut down, kills what has not ended after a grace period, and
+always unlinks the shared-memory rings (normal end, failure, Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+from dataclasses import replace
+from multiprocessing.connection import wait as wait_ready
+from time import perf_counter
+from typing import Any
+
+import cloudpickle
+
+from elastream.errors import ElastreamError, OperatorError
+from elastream.graph.flow import Flow
+from elastream.metrics.stats import FlowStats, OperatorStats
+from elastream.processes.child import child_main, receive, send
+from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
+
+
+class WorkerProcessError(ElastreamError):
+    """A worker process died (killed, crashed) while the flow ran."""
+
+    def __init__(self, index: int, pid: int | None, exitcode: int | None, operators: list[str]):
+        how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
+        super().__init__(f"worker process {index} (pid {pid}) died ({how}); its operators: {', '.join(operators)}")
+        self.index = index
+        self.pid = pid
+        self.exitcode = exitcode
+        self.operators = operators
+
+
+class RemoteOperatorError(ElastreamError):
+    """The original exception of an operator that failed in a worker process."""
+
+
+class _Child:
+    """The parent's record of one worker process."""
+
+    def __init__(self, spec: ChildSpec, process: Any, conn: Any):
+        self.spec = spec
+        self.process = process
+        self.conn = conn
+        self.stats: FlowStats | None = None
+        self.final: tuple | None = None
+        self.pid: int | None = None
+
+    @property
+    def operators(self) -> list[str]:
+        return [name for name, _ in self.spec.operators]
+
+
+class ProcessRunHandle:
+    """A flow running on several worker processes (same interface as RunHandle)."""
+
+    def __init__(self, runner: Any, flow: Flow, assignment: dict[str, int]):
+        from elastream.ipc.ring import SharedRing
+
+        flow.validate()
+        self.flow = flow
+        self.runner = runner
+        self.assignment = dict(assignment)
+        self.processes = runner.processes
+        self._started = perf_counter()
+        self._rings: list[Any] = []
+        self._done = threading.Event()
+        self._shutdown_sent = False
+        self._explicit_shutdown = False
+        self._failure: BaseException | None = None
+        self._failure_time: float | None = None
+        self._result: Any = None
+        edges = cross_edges(flow, self.assignment)
+        ring_names: dict[int, str] = {}
+        try:
+            for edge, *_ in edges:
+                ring = SharedRing.create(runner.ring_bytes, producers=1)
+                self._rings.append(ring)
+                ring_names[edge] = ring.name
+            specs = split_flow(flow, self.assignment, self.processes, ring_names, runner.child_options())
+            self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
+            self._children = self._spawn(specs)
+        except BaseException:
+            self._unlink_rings()
+            raise
+        self._thread = threading.Thread(target=self._supervise, name="elastream-supervisor", daemon=True)
+        self._thread.start()
+
+    # -- start ---------------------------------------------------------------------------
+    def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
+        ctx = mp.get_context(self.runner.start_method)
+        children = []
+        try:
+            for spec in specs:
+                parent_end, child_end = ctx.Pipe(duplex=True)
+                proc = ctx.Process(target=child_main, args=(spec.index, cloudpickle.dumps(spec), child_end),
+                                   name=f"elastream-proc-{spec.index}", daemon=True)
+                proc.start()
+                child_end.close()
+                children.append(_Child(spec, proc, parent_end))
+        except BaseException:
+            for c in children:
+                c.process.kill()
+                c.process.join(1.0)
+            raise
+        return children
+
+    # -- supervisor thread -------------------------------------------------------------------
+    def _supervise(self) -> None:
+        try:
+            self._watch()
+        finally:
+            self._reap()
+            self._unlink_rings()
+            self._done.set()
+
+    def _watch(self) -> None:
+        live = {c.conn: c for c in self._children}
+        sentinels = {c.process.sentinel: c for c in self._children}
+        grace = self.runner.shutdown_grace_s + 2.0
+        while live:
+            for ready in wait_ready(list(live) + list(sentinels), timeout=0.1):
+                child = live.get(ready)
+                if child is not None:
+                    self._drain(child, live)
+                    continue
+                child = sentinels.pop(ready, None)
+                if child is not None:
+                    self._drain(child, live)
+                    live.pop(child.conn, None)
+                    if child.final is None:
+                        self._fail(WorkerProcessError(child.spec.index, child.pid or child.process.pid,
+                                                      child.process.exitcode, child.operators))
+            if self._failure_time is not None and perf_counter() - self._failure_time > grace:
+                break  # the survivors did not stop in time: _reap kills them
+
+    def _drain(self, child: _Child, live: dict) -> None:
+        try:
+            while child.conn.poll():
+                self._handle(child, receive(child.conn))
+        except (EOFError, OSError):
+            live.pop(child.conn, None)
+
+    def _handle(self, child: _Child, message: tuple) -> None:
+        kind = message[0]
+        if kind == "started":
+            child.pid = message[1]
+        elif kind == "stats":
+            child.stats = message[1]
+        elif kind == "done":
+            child.final = message
+            child.stats = message[2]
+        elif kind == "failed":
+            child.final = message
+            _, operator, etype, text, details, stats = message
+            if stats is not None:
+                child.stats = stats
+            cause = RemoteOperatorError(f"{etype}: {text}")
+            error = OperatorError(operator, cause, details)
+            error.__cause__ = cause
+            self._fail(error)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+            self._failure_time = perf_counter()
+        self._broadcast_shutdown()
+
+    def _broadcast_shutdown(self) -> None:
+        if self._shutdown_sent:
+            return
+        self._shutdown_sent = True
+        for c in self._children:
+            if c.final is None:
+                try:
+                    send(c.conn, ("shutdown",))
+                except (OSError, ValueError):
+                    pass
+
+    def _reap(self) -> None:
+        for c in self._children:
+            c.process.join(0.5 if c.final is not None else 0.0)
+        for c in self._children:
+            if c.process.is_alive():
+                c.process.terminate()
+        for c in self._children:
+            c.process.join(1.0)
+            if c.process.is_alive():
+                c.process.kill()
+                c.process.join(1.0)
+            c.conn.close()
+
+    def _unlink_rings(self) -> None:
+        for ring in self._rings:
+            try:
+                ring.close()
+            finally:
+                ring.unlink()
+        self._rings = []
+
+    # -- control -----------------------------------------------------------------------------
+    def shutdown(self, timeout: float = 5.0) -> Any:
+        """Ask every worker process to stop and wait for them."""
+        self._explicit_shutdown = True
+        self._broadcast_shutdown()
+        return self.wait(timeout)
+
+    def set_threads(self, n: int) -> int:
+        """Set the worker-thread count of every worker process."""
+        for c in self._children:
+            if c.final is None:
+                send(c.conn, ("threads", n))
+        return n
+
+    @property
+    def threads(self) -> int:
+        """Worker threads per process."""
+        return self.runner.threads
+
+    @property
+    def done(self) -> bool:
+        """True once every worker process has ended."""
+        return self._done.is_set()
+
+    def wait(self, timeout: float | None = None) -> Any:
+        """Block until the run ends; raise the first failure."""
+        deadline = None if timeout is None else perf_counter() + timeout
+        try:
+            while not self._done.wait(0.05):
+                if deadline is not None and perf_counter() >= deadline:
+                    raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
+        except KeyboardInterrupt:
+            self._explicit_shutdown = True
+            self._broadcast_shutdown()
+            self._done.wait(self.runner.shutdown_grace_s + 5.0)
+            raise
+        return self._finish()
+
+    def _finish(self) -> Any:
+        from elastream.runtime.runner import RunResult
+
+        if self._failure is not None:
+            raise self._failure
+        if self._result is None:
+            outputs: dict[str, Any] = {}
+            for c in self._children:
+                outputs.update({k: v for k, v in c.final[1].items() if not is_proxy(k)})
+            self._result = RunResult(outputs=outputs, stats=self.stats(), elapsed_s=perf_counter() - self._started,
+                                     shutdown=self._explicit_shutdown)
+        return self._result
+
+    # -- observation ---------------------------------------------------------------------------
+    def stats(self) -> FlowStats:
+        """Merged statistics of every worker process (proxies left out)."""
+        return merge_stats([c.stats for c in self._children], perf_counter() - self._started,
+                           self.runner.threads * self.processes, self.assignment, self._proxy_targets)
+
+    def states(self) -> dict[str, str]:
+        """Operator name → last reported state."""
+        return {name: op.state for name, op in self.stats().operators.items()}
+
+
+def merge_stats(parts: list[FlowStats | None], elapsed_s: float, threads: int,
+                assignment: dict[str, int], proxy_targets: dict[str, str]) -> FlowStats:
+    """One FlowStats from the per-process ones.
+
+    Traffic sent to a ring proxy is credited to the real operator behind the
+    ring (``proxy_targets``: sender proxy name → destination operator).
+    """
+    operators: dict[str, OperatorStats] = {}
+    workers = []
+    policy = "?"
+    for i, part in enumerate(parts):
+        if part is None:
+            continue
+        policy = part.policy
+        for name, op in part.operators.items():
+            if is_proxy(name):
+                continue
+            sent = {proxy_targets.get(dst, dst): n for dst, n in op.sent.items()}
+            operators[name] = replace(op, sent=sent)
+        for w in part.workers:
+            workers.append(replace(w, index=len(workers)))
+    ordered = {name: operators[name] for name in assignment if name in operators}
+    return FlowStats(elapsed_s=elapsed_s, threads=threads, policy=policy, operators=ordered,
+                     workers=tuple(workers))

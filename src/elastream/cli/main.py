@@ -1,4 +1,4 @@
-"""``elastream`` command line entry point (subcommands: demo, bench, policies).
+"""``elastream`` command line entry point (subcommands: demo, bench, placement, policies).
 
 Each subcommand lives in its own module under :mod:`elastream.cli`; this one
 only parses the first word and dispatches. Runs in the caller's thread.
@@ -8,6 +8,7 @@ Example::
     elastream policies
     elastream demo
     elastream bench overhead --tuples 100000 --json
+    elastream placement chain --processes 2
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-parser per subcommand."""
-    from elastream.cli import bench, demo
+    from elastream.cli import bench, demo, placement
 
     parser = argparse.ArgumentParser(prog="elastream", description="elastic stream processing engine")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("policies", help="list the registered scheduling policies")
     demo.add_parser(sub)
     bench.add_parser(sub)
+    placement.add_parser(sub)
     return parser
 
 

@@ -11,7 +11,8 @@ It is built either
   along the graph with each operator's ``selectivity`` when it declares one; or
 * **online** from the monitor's counters with
   :meth:`PlacementGraph.from_measurements` (§V.D: messages sent from each task
-  to each downstream task, and CPU seconds per task, over one period T).
+  to each downstream task, and CPU seconds per task, over one period T), or
+  straight from two statistics snapshots with :meth:`PlacementGraph.from_stats`.
 
 Weights and traffic only need consistent units within one graph.
 
@@ -38,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.graph.flow import Flow
+    from elastream.metrics.stats import FlowStats
 
 Edge = tuple[str, str]
 
@@ -159,6 +161,27 @@ class PlacementGraph:
             weights.setdefault(src, 0.0)
             weights.setdefault(dst, 0.0)
         return cls(weights, {edge: x for edge, x in traffic.items() if edge[0] != edge[1]})
+
+    @classmethod
+    def from_stats(cls, stats: FlowStats, previous: FlowStats | None = None) -> PlacementGraph:
+        """Online mode from a run's statistics snapshot (``OperatorStats.sent`` and ``.cpu_s``).
+
+        The counters are cumulative; with ``previous`` (the snapshot one period
+        earlier) the graph holds just that period's traffic and CPU time.
+
+        Example::
+
+            before = handle.stats(); ...; graph = PlacementGraph.from_stats(handle.stats(), before)
+        """
+        old = previous.operators if previous is not None else {}
+        traffic: dict[Edge, float] = {}
+        cpu_s: dict[str, float] = {}
+        for name, op in stats.operators.items():
+            prev = old.get(name)
+            cpu_s[name] = max(0.0, op.cpu_s - (prev.cpu_s if prev is not None else 0.0))
+            for dst, n in op.sent.items():
+                traffic[(name, dst)] = max(0, n - (prev.sent.get(dst, 0) if prev is not None else 0))
+        return cls.from_measurements(traffic, cpu_s)
 
     # -- inspection ----------------------------------------------------------
     @property

@@ -72,6 +72,9 @@ class WorkerStats:
     dispatches: int
     utilisation: float
     """Fraction of its lifetime the worker spent running operators."""
+    cpu_s: float = 0.0
+    """CPU time the worker's thread used while running operators. Well below
+    ``busy_s`` means it mostly waited for the GIL: more threads will not help."""
 
 
 @dataclass(frozen=True, slots=True)

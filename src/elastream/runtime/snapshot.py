@@ -68,7 +68,7 @@ def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_nam
     workers = tuple(
         WorkerStats(index=w.index, alive=w.alive, busy_s=w.busy_s, idle_s=w.idle_s,
                     alive_s=(w.ended or now) - w.started, dispatches=w.dispatches,
-                    utilisation=w.utilisation(now))
+                    utilisation=w.utilisation(now), cpu_s=w.cpu_s)
         for w in pool.workers)
     return FlowStats(
         elapsed_s=now - started, threads=pool.target, policy=policy_name,

@@ -29,6 +29,7 @@ class Worker:
         self.index = index
         self.retiring = False
         self.busy_s = 0.0
+        self.cpu_s = 0.0
         self.idle_s = 0.0
         self.dispatches = 0
         self.started = perf_counter()
@@ -49,7 +50,9 @@ class Worker:
                 budget = policy_quantum(task, quantum) if policy_quantum else quantum
                 outcome = self._dispatch(task, t0 + budget)
                 t1 = perf_counter()
-                task.cpu_s += thread_time() - c0
+                cpu = thread_time() - c0
+                task.cpu_s += cpu
+                self.cpu_s += cpu
                 task.busy_s += t1 - t0
                 task.activations += 1
                 self.busy_s += t1 - t0

@@ -150,12 +150,14 @@ def place(graph: PlacementGraph, processes: int, *, task_num_threshold: int | No
     _check_processes(processes)
     if processes == 1 or len(graph) <= 1:
         return evaluate(graph, dict.fromkeys(graph.tasks, 0), processes, method="turbostream")
+    # A graph that weighs nothing (e.g. no CPU measured yet) is balanced by task count.
+    planned = graph if graph.total_weight > 0 else PlacementGraph(dict.fromkeys(graph.tasks, 1.0), graph.traffic)
     if task_num_threshold is not None:
-        tree = consolidate(graph, task_num_threshold)
-        return _plan_at(tree, tree.depth, processes, factor)
-    tree = consolidate(graph, 1)
+        tree = consolidate(planned, task_num_threshold)
+        return _plan_at(graph, tree, tree.depth, processes, factor)
+    tree = consolidate(planned, 1)
     enough = min(processes, len(graph))
-    plans = [_plan_at(tree, level, processes, factor) for level in range(tree.depth, -1, -1)
+    plans = [_plan_at(graph, tree, level, processes, factor) for level in range(tree.depth, -1, -1)
              if len(tree.graph_at(level)) >= enough]
     return min(plans, key=_rank)
 
@@ -170,12 +172,13 @@ def round_robin(graph: PlacementGraph, processes: int) -> PlacementPlan:
                     method="round-robin")
 
 
-def _plan_at(tree: Consolidation, level: int, processes: int, factor: float) -> PlacementPlan:
-    """Bisect the parent tasks of ``level`` and map them back to the original tasks (§V.C)."""
+def _plan_at(graph: PlacementGraph, tree: Consolidation, level: int, processes: int,
+             factor: float) -> PlacementPlan:
+    """Bisect the parent tasks of ``level``, map them back to the original tasks (§V.C), score on ``graph``."""
     parents = tree.graph_at(level)
     by_parent, splits = bisect_splits(parents, processes, factor=factor)
     assignment = {t: p for parent, p in by_parent.items() for t in tree.members(parent, level)}
-    return evaluate(tree.base, assignment, processes, method="turbostream", level=level,
+    return evaluate(graph, assignment, processes, method="turbostream", level=level,
                     parent_tasks=len(parents), balanced=all(s.usable for s in splits))
 
 

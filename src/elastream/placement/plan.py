@@ -93,7 +93,7 @@ class PlacementPlan:
                      f"imbalance {self.imbalance:.3f}")
         if self.empty_processes:
             lines.append(f"  {len(self.empty_processes)} of {self.processes} processes are empty "
-                         f"(fewer parent tasks than processes)")
+                         f"(more processes than the plan could fill)")
         return "\n".join(lines)
 
 

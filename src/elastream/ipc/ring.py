@@ -1,0 +1,978 @@
+"""Shared-memory ring buffer between processes: TurboStream's OSRBuffer (§IV, Fig. 5).
+
+Role: the transport of every stream that crosses a process boundary. Many
+producers append records (each a batch of encoded tuples, Fig. 5c) to one
+segment of ``multiprocessing.shared_memory``; one consumer reads them with the
+sliding window of Fig. 5b. Nothing is locked: producers reserve space with an
+atomic compare-and-swap on the shared write cursor, the consumer owns the read
+cursor, and record status words are the only other points of contact.
+
+Threading and process model
+---------------------------
+* The *owner* creates the segment (:meth:`SharedRing.create`) and is the only
+  handle that unlinks it (on :meth:`~SharedRing.close`, on error, when it is
+  garbage collected, or through the resource tracker if its process dies).
+  Any process attaches by name (:meth:`SharedRing.attach`, or by unpickling a
+  ring: handles pickle by name).
+* *Producers*: any number of threads in any number of processes. Each calls
+  :meth:`~SharedRing.register_producer` once (or is handed an id registered
+  elsewhere) and writes under that id; one id is used by one thread at a time
+  (a per-id lock enforces it within a handle). ``producers=N`` at creation
+  says how many will register, so the stream cannot end before the last one
+  has joined.
+* *Consumer*: one handle at a time per ring, claimed on its first read through
+  a token in the header (a dead consumer's claim can be taken over; records it
+  already read stay marked READ). Its methods may be called from any thread of
+  its process (a lock serialises them).
+* :meth:`~SharedRing.close` must not race with other calls on the same handle.
+
+Layout
+------
+A 512-byte control block (each hot word on its own cache line), then
+``max_producers`` 128-byte producer slots (state, pid and start time,
+sequence number, statistics), then the data area of ``capacity`` bytes. The
+write and read cursors are absolute byte counts (they never wrap; ``cursor %
+capacity`` is the offset, ``cursor // capacity`` the lap). A record is a
+32-byte header — status (u64), payload length (u32), target task (u32),
+per-producer sequence (u32), producer (u16), kind (u16), tag (u64) — and its
+payload, 8-byte aligned (Fig. 5a). A batch record's payload is a run of
+``u32 length + bytes`` items (Fig. 5c).
+
+Invariants
+----------
+1. ``rpos <= start of every unconsumed record <= wpos`` and ``wpos - rpos <=
+   capacity``: a producer whose record would overwrite unconsumed data does not
+   write (Fig. 5e); ``try_write_batch`` returns False (back-pressure).
+2. A record never straddles the end of the data area. The producer that finds
+   the rest of the lap too short reserves it too and marks it with a FLUSH
+   record (Fig. 5d); a tail shorter than a header is an implied flush.
+3. A header is valid only when its tag word equals ``position XOR salt`` (a
+   random 64-bit salt per ring), and the tag is written after the other header
+   fields. So stale bytes from an earlier lap are never taken for a header, and
+   the consumer can tell "reserved, header not yet written" apart.
+4. Status moves WRITING → READY (producer, by CAS, after the payload is
+   copied: the status is written last) → READ (consumer); or WRITING → FAILED,
+   either by the producer abandoning a write on an exception or by the
+   consumer declaring the writer dead or stalled, also by CAS. The CAS decides
+   a race between a late producer and the consumer: if the consumer won, the
+   producer writes the batch again in a fresh reservation, so a merely slow
+   producer loses nothing.
+5. Per-producer order: a producer's records are delivered in the order it wrote
+   them. A producer publishes a record before it reserves its next one, so its
+   records become READY in position order; the window delivers a READY record
+   out of position order only past WRITING records of *other* producers (a
+   producer with an undelivered record to the left is blocked), and every
+   record carries its producer's sequence number, which the consumer checks
+   (``statistics().sequence_errors`` counts violations; the tests require 0).
+
+Failed records (the sliding window's limit)
+-------------------------------------------
+TurboStream skips a record that stays WRITING when the window reaches its
+maximum size. Skipping on size alone would drop records of a producer that is
+only slow, so here the window is bounded by *liveness and time*: the right
+side may run ahead to the write cursor, and the left side skips a WRITING
+record when its producer's process has exited (checked through
+``/proc/<pid>/stat``: pid, start time, zombie state) or when the record has
+been WRITING for ``stall_timeout`` seconds. A producer that died between its
+reservation and its header write leaves a region with no valid header; once
+every producer with a reservation in flight is dead (or after
+``stall_timeout``) the consumer skips to the next valid header. A producer
+stopped for longer than ``stall_timeout`` in the middle of a copy (``SIGSTOP``)
+is the one case that can damage data: it resumes copying into space that may
+have been reused, so keep ``stall_timeout`` far above any copy time.
+
+Waiting
+-------
+Producers and consumer never spin for long: after a ~50 µs poll they sleep on a
+futex word in the shared header (``futex(2)``, shared across processes, no file
+descriptor to pass) and are woken by the other side, which only makes the
+syscall when a sleeper has announced itself. Every sleep is capped at 50 ms so
+liveness checks run while idle. Without futex support waiting degrades to a
+capped exponential back-off (10 µs → 1 ms).
+
+Memory ordering: x86-64 total store order for plain aligned 8-byte loads and
+stores; every read-modify-write is an ``atomics`` operation (a full barrier).
+See :mod:`elastream.ipc._sync`.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import struct
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from multiprocessing import resource_tracker, shared_memory
+from typing import Any
+
+from elastream.errors import ElastreamError
+from elastream.ipc._sync import AtomicWords, Futex, attach_segment, is_process_alive, process_identity
+
+__all__ = ["HEADER_BYTES", "RingClosedError", "RingStats", "SharedRing"]
+
+# -- record format (Fig. 5a) ---------------------------------------------------------------------
+HEADER_BYTES = 32
+_ALIGN = 8
+WRITING, READY, READ, FLUSH, FAILED = 1, 2, 3, 4, 5
+STATUS_NAMES = {WRITING: "WRITING", READY: "READY", READ: "READ", FLUSH: "FLUSH", FAILED: "FAILED"}
+KIND_SINGLE, KIND_BATCH = 1, 2
+_HEAD = struct.Struct("<QIIIHH")     # status, length, target, seq, producer, kind (tag follows as a word)
+_REST = struct.Struct("<IIIHH")      # the same without the status
+_U32 = struct.Struct("<I")
+_M32 = 0xFFFFFFFF
+
+# -- control block: indices of 8-byte words ------------------------------------------------------
+_MAGIC = 0x3152_4E49_5245_5345       # "ESERINR1"
+_VERSION = 1
+_W_MAGIC, _W_VERSION, _W_CAPACITY, _W_DATA_OFFSET, _W_MAX_PRODUCERS, _W_SALT, _W_EXPECTED, _W_STALL_US = range(8)
+_W_CREATOR_PID, _W_CREATOR_START = 8, 9
+_W_WPOS = 16                         # shared write cursor: CAS by producers
+_W_RPOS = 24                         # read cursor: stored by the consumer only
+_W_PRODUCERS = 32                    # registered | closed << 32, one CAS word
+_W_CONSUMER_TOKEN, _W_CONSUMER_PID, _W_CONSUMER_START = 33, 34, 35
+_W_DATA_SEQ, _W_DATA_WAITERS = 40, 41      # consumer sleeps here; producers wake it
+_W_SPACE_SEQ, _W_SPACE_WAITERS = 48, 49    # producers sleep here; the consumer wakes them
+(_W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, _W_FAILED_SKIPPED, _W_MAX_OCCUPANCY, _W_READ_WAIT_NS,
+ _W_EMPTY_RECOVERIES, _W_SEQUENCE_ERRORS) = range(56, 64)
+_CTRL_WORDS = 64
+# producer slot: 16 words each, after the control block
+_SLOT_WORDS = 16
+(_P_STATE, _P_PID, _P_START, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES, _P_FULL, _P_FLUSHES,
+ _P_WAIT_NS, _P_REWRITES, _P_ABANDONED) = range(13)
+_FREE, _OPEN, _CLOSED = 0, 1, 2
+
+_LIVENESS_PERIOD = 0.02   # s between checks of a stuck writer's process
+_MAX_SLEEP = 0.05         # s: cap of one futex sleep, so liveness checks run while idle
+_SPIN = 50e-6             # s of polling before sleeping (a futex wake costs a context switch)
+_MIN_CAPACITY = 4096
+
+_FUTEX = Futex()
+
+
+class RingClosedError(ElastreamError):
+    """An operation on a ring handle after :meth:`SharedRing.close`."""
+
+
+@dataclass(frozen=True, slots=True)
+class RingStats:
+    """A snapshot of one ring's counters (all producers and the consumer, from any handle)."""
+
+    capacity: int
+    records_written: int
+    payloads_written: int
+    bytes_written: int
+    records_read: int
+    payloads_read: int
+    bytes_read: int
+    full_events: int              #: writes refused because the ring was full (back-pressure)
+    flush_wraps: int              #: records that jumped to the start of the ring (Fig. 5d)
+    failed_records_skipped: int   #: records (or header-less regions) the consumer skipped as failed
+    abandoned_records: int        #: writes a producer gave up on an exception
+    rewritten_records: int        #: writes repeated because the consumer had declared them failed
+    empty_recoveries: int         #: reserved regions whose writer died before writing a header
+    sequence_errors: int          #: per-producer order violations seen by the consumer (should be 0)
+    max_occupancy: int            #: most bytes reserved and not yet released, seen by the consumer
+    occupancy: int
+    producers_registered: int
+    producers_closed: int
+    write_wait_s: float           #: producers' time blocked in write_batch / wait_writable (back-pressured)
+    read_wait_s: float            #: consumer's time blocked in read / wait_readable (idle)
+
+
+class _Pending:
+    """A record left of the consumer's scan position that is not yet consumed (Fig. 5b's left side)."""
+
+    __slots__ = ("pos", "word", "start", "producer", "length", "target", "seq", "kind", "first_seen", "next_check")
+
+    def __init__(self, pos: int, word: int, start: int, producer: int, length: int, target: int, seq: int,
+                 kind: int, now: float):
+        self.pos, self.word, self.start = pos, word, start
+        self.producer, self.length, self.target, self.seq, self.kind = producer, length, target, seq, kind
+        self.first_seen = now
+        self.next_check = now + _LIVENESS_PERIOD
+
+
+class SharedRing:
+    """An OSRBuffer: a multi-producer, single-consumer ring of records in shared memory.
+
+    Create with :meth:`create` (owner) or :meth:`attach`; see the module
+    docstring for the process model, invariants and failure handling.
+
+    Example::
+
+        with SharedRing.create(1 << 16) as ring:
+            me = ring.register_producer()
+            assert ring.try_write_batch([b"a", b"bc"], target=3)
+            ring.close_producer(me)
+            assert ring.try_read() == [(3, b"a"), (3, b"bc")]
+            assert ring.at_eof
+    """
+
+    # -- life cycle --------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, capacity_bytes: int, name: str | None = None, *, producers: int | None = None,
+               max_producers: int = 64, stall_timeout: float = 10.0) -> SharedRing:
+        """Create a ring with a data area of ``capacity_bytes`` (rounded up to 8); this handle owns it.
+
+        ``producers``: how many producers will register (end-of-stream waits for
+        all of them); ``stall_timeout``: seconds after which a record still
+        WRITING is skipped even if its producer's process is alive.
+
+        Example: ``ring = SharedRing.create(2 << 20, producers=2)``
+        """
+        capacity = max(_MIN_CAPACITY, -(-int(capacity_bytes) // _ALIGN) * _ALIGN)
+        if not 1 <= max_producers <= 0xFFFF:
+            raise ValueError(f"max_producers must be in 1..65535, got {max_producers}")
+        if producers is not None and not 0 <= producers <= max_producers:
+            raise ValueError(f"producers={producers} must be in 0..max_producers ({max_producers})")
+        if stall_timeout <= 0:
+            raise ValueError(f"stall_timeout must be positive, got {stall_timeout}")
+        data_offset = -(-(_CTRL_WORDS + max_producers * _SLOT_WORDS) * 8 // 4096) * 4096
+        shm = shared_memory.SharedMemory(name=name or f"esring_{secrets.token_hex(8)}", create=True,
+                                         size=data_offset + capacity)
+        try:
+            q = shm.buf.cast("Q")
+            try:
+                pid, start = process_identity()
+                q[_W_VERSION], q[_W_CAPACITY], q[_W_DATA_OFFSET] = _VERSION, capacity, data_offset
+                q[_W_MAX_PRODUCERS], q[_W_SALT] = max_producers, secrets.randbits(62) | (1 << 63)
+                q[_W_EXPECTED], q[_W_STALL_US] = producers or 0, int(stall_timeout * 1e6)
+                q[_W_CREATOR_PID], q[_W_CREATOR_START] = pid, start
+                q[_W_MAGIC] = _MAGIC
+            finally:
+                q.release()
+            return cls(shm.name, shm.buf, owner=shm)
+        except BaseException:
+            shm.close()
+            shm.unlink()
+            raise
+
+    @classmethod
+    def attach(cls, name: str) -> SharedRing:
+        """Map the existing ring ``name`` (from any process); this handle does not own it.
+
+        Example: ``ring = SharedRing.attach(owner.name)``
+        """
+        segment = attach_segment(name)
+        try:
+            return cls(name, segment.buf, segment=segment)
+        except BaseException:
+            segment.close()
+            raise
+
+    def __init__(self, name: str, buf: memoryview, *, owner: shared_memory.SharedMemory | None = None,
+                 segment: Any = None):
+        """Private: use :meth:`create` or :meth:`attach`."""
+        q = buf.cast("Q")
+        if len(q) < _CTRL_WORDS or q[_W_MAGIC] != _MAGIC or q[_W_VERSION] != _VERSION:
+            q.release()
+            raise ValueError(f"shared-memory segment {name!r} is not an elastream ring (version {_VERSION})")
+        self.name = name
+        self._owner = owner
+        self._segment = segment
+        self._buf = buf
+        self._q = q
+        self._atomic = AtomicWords(buf)
+        self._cap = q[_W_CAPACITY]
+        self._data = q[_W_DATA_OFFSET]
+        self._salt = q[_W_SALT]
+        self._max_producers = q[_W_MAX_PRODUCERS]
+        self._expected = q[_W_EXPECTED]
+        self._stall_timeout = q[_W_STALL_US] / 1e6
+        self._creator = (q[_W_CREATOR_PID], q[_W_CREATOR_START])
+        self._closed = False
+        self._unlinker = _Unlinker(owner, self._creator[0]) if owner is not None else None
+        # producer side (this handle)
+        self._own: list[int] = []
+        self._bound: dict[int, int] = {}
+        self._locks: dict[int, threading.Lock] = {}
+        self._last_rejected = HEADER_BYTES + _ALIGN
+        # consumer side (this handle, when it is the consumer)
+        self._consumer_lock = threading.Lock()
+        self._token = 0
+        self._token_pid = 0
+        self._head = self._scan = 0
+        self._pending: list[_Pending] = []
+        self._expected_seq: dict[int, int] = {}
+        self._empty_pos = -1
+        self._empty_since = self._empty_next_check = 0.0
+        # runs on close() or when the handle is garbage collected: views first, then unmap, then unlink
+        self._finalizer = weakref.finalize(self, _release, self._atomic, q, owner.close if owner else segment.close,
+                                           self._unlinker)
+
+    def __reduce__(self) -> tuple:
+        return (SharedRing.attach, (self.name,))
+
+    def __enter__(self) -> SharedRing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"wpos={self._q[_W_WPOS]} rpos={self._q[_W_RPOS]}"
+        return f"<SharedRing {self.name} capacity={self._cap} {'owner ' if self._owner else ''}{state}>"
+
+    @property
+    def capacity(self) -> int:
+        """Bytes in the data area."""
+        return self._cap
+
+    @property
+    def max_record_bytes(self) -> int:
+        """The largest record (header + payload, aligned) a write may produce: half the capacity."""
+        return self._cap // 2
+
+    @property
+    def is_owner(self) -> bool:
+        """True for the handle that created (and will unlink) the segment."""
+        return self._owner is not None
+
+    def close(self) -> None:
+        """Unmap this handle (idempotent); the owner also unlinks the segment.
+
+        Other processes keep their mappings until they close.
+        """
+        if self._closed:
+            return
+        try:
+            self.release_consumer()
+        finally:
+            self._closed = True
+            self._finalizer()
+
+    def unlink(self) -> None:
+        """Remove the segment's name (owner only; idempotent). Mappings stay valid until closed."""
+        if self._unlinker is None:
+            raise RuntimeError(f"ring {self.name}: only the handle that created it may unlink it")
+        self._unlinker()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RingClosedError(f"ring {self.name} is closed")
+
+    # -- producers ---------------------------------------------------------------------------------
+    def register_producer(self) -> int:
+        """Join as a producer; returns its id (0, 1, ...). Writes of this handle default to it.
+
+        Raises RuntimeError after end-of-stream or when ``max_producers`` are registered.
+        """
+        self._check_open()
+        while True:
+            word = self._q[_W_PRODUCERS]
+            registered, closed = word & _M32, word >> 32
+            if self._ended(registered, closed):
+                raise RuntimeError(f"ring {self.name}: end of stream reached, no producer may join")
+            if registered >= self._max_producers:
+                raise RuntimeError(f"ring {self.name}: all {self._max_producers} producer slots are taken")
+            if self._atomic.cas(_W_PRODUCERS * 8, word, word + 1):
+                break
+        pid = registered
+        self._bind(pid)
+        self._q[self._slot(pid) + _P_STATE] = _OPEN
+        self._own.append(pid)
+        return pid
+
+    def close_producer(self, producer: int | None = None) -> None:
+        """Declare that ``producer`` (default: this handle's producer) will write no more (idempotent).
+
+        May be called by a supervisor for a producer that died. When every
+        registered (and every expected) producer has closed and the ring is
+        drained, the consumer sees :attr:`at_eof`.
+        """
+        self._check_open()
+        pid = self._resolve(producer)
+        slot = self._slot(pid)
+        if not self._atomic.cas((slot + _P_STATE) * 8, _OPEN, _CLOSED):
+            if self._q[slot + _P_STATE] == _CLOSED:
+                return
+            raise RuntimeError(f"ring {self.name}: producer {pid} was registered but never opened")
+        while True:
+            word = self._q[_W_PRODUCERS]
+            if self._atomic.cas(_W_PRODUCERS * 8, word, word + (1 << 32)):
+                break
+        if pid in self._own:
+            self._own.remove(pid)
+        self._wake(_W_DATA_SEQ, _W_DATA_WAITERS, 1, force=True)
+
+    def try_write_batch(self, payloads: Sequence[Any], target: int = 0, *, producer: int | None = None) -> bool:
+        """Append one batch record holding ``payloads`` (Fig. 5c); False if the ring is full.
+
+        Each payload is a bytes-like object or a list/tuple of bytes-like parts
+        (written back to back, read back as one payload — a codec's
+        ``encode`` output). Non-blocking; one atomic reservation per call.
+
+        Example: ``ring.try_write_batch([codec_output_1, codec_output_2], target=7)``
+        """
+        parts, lengths = _gather(payloads)
+        if not lengths:
+            raise ValueError(f"ring {self.name}: a batch needs at least one payload")
+        return self._try_write(parts, lengths, KIND_BATCH, target, producer)
+
+    def try_write(self, payload: Any, target: int = 0, *, producer: int | None = None) -> bool:
+        """Append one single-payload record (Fig. 5a); False if the ring is full."""
+        parts, lengths = _gather([payload])
+        return self._try_write(parts, lengths, KIND_SINGLE, target, producer)
+
+    def write_batch(self, payloads: Sequence[Any], target: int = 0, *, producer: int | None = None,
+                    timeout: float | None = None) -> None:
+        """Blocking :meth:`try_write_batch`: waits (without spinning) while the ring is full.
+
+        Raises TimeoutError when ``timeout`` seconds pass first.
+        """
+        parts, lengths = _gather(payloads)
+        if not lengths:
+            raise ValueError(f"ring {self.name}: a batch needs at least one payload")
+        if self._try_write(parts, lengths, KIND_BATCH, target, producer):
+            return
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pid = self._resolve(producer)
+        size = _record_size(sum(lengths) + 4 * len(lengths))
+        t0 = time.perf_counter()
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"ring {self.name}: still full after {timeout} s "
+                                       f"(need {size} bytes, capacity {self._cap})")
+                self._wait_writable_size(size, remaining)
+                if self._try_write(parts, lengths, KIND_BATCH, target, pid):
+                    return
+        finally:
+            self._add_slot(pid, _P_WAIT_NS, int((time.perf_counter() - t0) * 1e9))
+
+    def wait_writable(self, timeout: float | None = None, nbytes: int | None = None) -> bool:
+        """Wait until a record of ``nbytes`` (default: the last write this handle was refused) fits.
+
+        Returns False on timeout. Sleeps on a futex; never spins for long.
+        """
+        self._check_open()
+        size = self._last_rejected if nbytes is None else _record_size(nbytes)
+        return self._wait_writable_size(size, timeout)
+
+    # -- consumer ----------------------------------------------------------------------------------
+    def try_read(self, max_records: int = 64) -> list[tuple[int, bytes]]:
+        """Consume up to ``max_records`` records; returns ``(target, payload)`` per payload. Non-blocking.
+
+        Payloads are copies (``bytes``). A batch record yields all its payloads.
+        Records of different producers may come out of reservation order; one
+        producer's records never do.
+        """
+        self._check_open()
+        with self._consumer_lock:
+            self._claim_consumer()
+            return self._read_locked(max_records)
+
+    def read(self, max_records: int = 64, timeout: float | None = None) -> list[tuple[int, bytes]]:
+        """Blocking :meth:`try_read`: waits for data; returns ``[]`` only at end of stream.
+
+        Raises TimeoutError when ``timeout`` seconds pass with nothing to read.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            records = self.try_read(max_records)
+            if records:
+                return records
+            if self.at_eof:
+                return []
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise TimeoutError(f"ring {self.name}: nothing to read within {timeout} s")
+            self.wait_readable(remaining)
+
+    def wait_readable(self, timeout: float | None = None) -> bool:
+        """Wait until :meth:`try_read` can make progress or the stream has ended; False on timeout.
+
+        ``timeout=0`` is a non-blocking probe. Sleeps on a futex between polls.
+        """
+        self._check_open()
+        if self._readable():
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        t0 = time.perf_counter()
+        try:
+            return self._wait_for(self._readable, _W_DATA_SEQ, _W_DATA_WAITERS, timeout)
+        finally:
+            self._q[_W_READ_WAIT_NS] += int((time.perf_counter() - t0) * 1e9)
+
+    def release_consumer(self) -> None:
+        """Give up the consumer role so another handle (in any process) can take it over.
+
+        Records already read stay marked READ and are not delivered again.
+        """
+        with self._consumer_lock:
+            if self._token and self._token_pid == os.getpid() and not self._closed:
+                self._atomic.cas(_W_CONSUMER_TOKEN * 8, self._token, 0)
+            self._token = 0
+
+    @property
+    def at_eof(self) -> bool:
+        """True once every producer has closed and every record has been consumed."""
+        q = self._q
+        word = q[_W_PRODUCERS]
+        return self._ended(word & _M32, word >> 32) and q[_W_RPOS] == q[_W_WPOS]
+
+    def failed_producers(self) -> tuple[int, ...]:
+        """Ids of producers that are still open but whose process has exited (for a supervisor)."""
+        q = self._q
+        dead = []
+        for pid in range(min(q[_W_PRODUCERS] & _M32, self._max_producers)):
+            slot = self._slot(pid)
+            if q[slot + _P_STATE] == _OPEN and not is_process_alive(q[slot + _P_PID], q[slot + _P_START]):
+                dead.append(pid)
+        return tuple(dead)
+
+    # -- statistics --------------------------------------------------------------------------------
+    def statistics(self) -> RingStats:
+        """A snapshot of the ring's counters (readable from any handle)."""
+        self._check_open()
+        q = self._q
+        word = q[_W_PRODUCERS]
+        registered = min(word & _M32, self._max_producers)
+        sums = [0] * _SLOT_WORDS
+        for pid in range(registered):
+            slot = self._slot(pid)
+            for i in range(_SLOT_WORDS):
+                sums[i] += q[slot + i]
+        return RingStats(
+            capacity=self._cap, records_written=sums[_P_RECORDS], payloads_written=sums[_P_PAYLOADS],
+            bytes_written=sums[_P_BYTES], records_read=q[_W_RECORDS_READ], payloads_read=q[_W_PAYLOADS_READ],
+            bytes_read=q[_W_BYTES_READ], full_events=sums[_P_FULL], flush_wraps=sums[_P_FLUSHES],
+            failed_records_skipped=q[_W_FAILED_SKIPPED], abandoned_records=sums[_P_ABANDONED],
+            rewritten_records=sums[_P_REWRITES], empty_recoveries=q[_W_EMPTY_RECOVERIES],
+            sequence_errors=q[_W_SEQUENCE_ERRORS], max_occupancy=q[_W_MAX_OCCUPANCY],
+            occupancy=q[_W_WPOS] - q[_W_RPOS], producers_registered=word & _M32, producers_closed=word >> 32,
+            write_wait_s=sums[_P_WAIT_NS] / 1e9, read_wait_s=q[_W_READ_WAIT_NS] / 1e9,
+        )
+
+    # == internals: producer ========================================================================
+    def _slot(self, producer: int) -> int:
+        return _CTRL_WORDS + producer * _SLOT_WORDS
+
+    def _add_slot(self, producer: int, field: int, delta: int) -> None:
+        if not self._closed:
+            self._q[self._slot(producer) + field] += delta
+
+    def _ended(self, registered: int, closed: int) -> bool:
+        return registered > 0 and closed == registered and closed >= self._expected
+
+    def _resolve(self, producer: int | None) -> int:
+        if producer is None:
+            if len(self._own) == 1:
+                return self._own[0]
+            raise ValueError(f"ring {self.name}: this handle has {len(self._own)} producers registered; "
+                             "pass producer=<id>")
+        if not 0 <= producer < min(self._q[_W_PRODUCERS] & _M32, self._max_producers):
+            raise ValueError(f"ring {self.name}: producer {producer} is not registered")
+        return producer
+
+    def _bind(self, producer: int) -> None:
+        """Record this process as the one writing for ``producer`` (for the consumer's liveness checks)."""
+        me = os.getpid()
+        if self._bound.get(producer) != me:
+            pid, start = process_identity(me)
+            slot = self._slot(producer)
+            self._q[slot + _P_START] = start
+            self._q[slot + _P_PID] = pid
+            self._bound[producer] = me
+
+    def _try_write(self, parts: list, lengths: list[int], kind: int, target: int, producer: int | None) -> bool:
+        self._check_open()
+        pid = self._resolve(producer)
+        if not 0 <= target <= _M32:
+            raise ValueError(f"target must be a task id in 0..{_M32}, got {target}")
+        length = sum(lengths) + (4 * len(lengths) if kind == KIND_BATCH else 0)
+        size = _record_size(length)
+        if size > self._cap // 2:
+            raise ValueError(f"ring {self.name}: a record of {size} bytes exceeds the largest record "
+                             f"({self._cap // 2} bytes, half the capacity); use a bigger ring or smaller batches")
+        lock = self._locks.get(pid) or self._locks.setdefault(pid, threading.Lock())
+        with lock:
+            self._bind(pid)
+            q, slot = self._q, self._slot(pid)
+            while True:
+                reserved = self._reserve(slot, size)
+                if reserved is None:
+                    self._last_rejected = size
+                    q[slot + _P_FULL] += 1
+                    return False
+                w, pad = reserved
+                status_word = self._fill(w, pad, slot, pid, kind, target, length, parts, lengths)
+                # publish: the status is written last, by CAS (the consumer may have declared it failed)
+                if self._atomic.cas(status_word * 8, WRITING, READY):
+                    break
+                q[slot + _P_REWRITES] += 1
+            q[slot + _P_SEQ] += 1
+            q[slot + _P_RECORDS] += 1
+            q[slot + _P_PAYLOADS] += len(lengths)
+            q[slot + _P_BYTES] += length
+        self._wake(_W_DATA_SEQ, _W_DATA_WAITERS, 1)
+        return True
+
+    def _reserve(self, slot: int, size: int) -> tuple[int, int] | None:
+        """CAS the write cursor forward by ``size`` (plus the rest of the lap if it does not fit, Fig. 5d).
+
+        Returns ``(old cursor, padding)`` or None when the space is not free (Fig. 5e).
+        """
+        q, cap = self._q, self._cap
+        q[slot + _P_RESERVING] = 1
+        while True:
+            w = q[_W_WPOS]
+            tail = cap - w % cap
+            pad = 0 if size <= tail else tail
+            end = w + pad + size
+            if end - q[_W_RPOS] > cap:
+                q[slot + _P_RESERVING] = 0
+                return None
+            if self._atomic.cas(_W_WPOS * 8, w, end):
+                return w, pad
+
+    def _fill(self, w: int, pad: int, slot: int, producer: int, kind: int, target: int, length: int,
+              parts: list, lengths: list[int]) -> int:
+        """Write the flush marker (if any), the header (status WRITING) and the payload; return the status word."""
+        q, buf, cap, data, salt = self._q, self._buf, self._cap, self._data, self._salt
+        seq = q[slot + _P_SEQ] & _M32
+        pos = w + pad
+        start = data + pos % cap
+        header_written = False
+        try:
+            if pad:
+                q[slot + _P_FLUSHES] += 1
+                if pad >= HEADER_BYTES:
+                    at = data + w % cap
+                    _HEAD.pack_into(buf, at, FLUSH, pad - HEADER_BYTES, 0, 0, producer, 0)
+                    q[(at >> 3) + 3] = w ^ salt
+            _HEAD.pack_into(buf, start, WRITING, length, target, seq, producer, kind)
+            q[(start >> 3) + 3] = pos ^ salt          # the tag last: now the header is valid (invariant 3)
+            header_written = True
+            q[slot + _P_RESERVING] = 0
+            at = start + HEADER_BYTES
+            if kind == KIND_BATCH:
+                for part, n in zip(parts, lengths):
+                    _U32.pack_into(buf, at, n)
+                    at += 4
+                    for piece in part:
+                        end = at + len(piece)
+                        buf[at:end] = piece
+                        at = end
+            else:
+                for piece in parts[0]:
+                    end = at + len(piece)
+                    buf[at:end] = piece
+                    at = end
+        except BaseException:
+            # abandon: leave a valid FAILED header so the consumer skips the reserved space at once
+            q[slot + _P_ABANDONED] += 1
+            if pad >= HEADER_BYTES:
+                at = data + w % cap
+                _HEAD.pack_into(buf, at, FLUSH, pad - HEADER_BYTES, 0, 0, producer, 0)
+                q[(at >> 3) + 3] = w ^ salt
+            if not header_written:
+                _HEAD.pack_into(buf, start, FAILED, length, target, seq, producer, kind)
+                q[(start >> 3) + 3] = pos ^ salt
+            else:
+                self._atomic.cas(start, WRITING, FAILED)
+            q[slot + _P_RESERVING] = 0
+            self._wake(_W_DATA_SEQ, _W_DATA_WAITERS, 1)
+            raise
+        return start >> 3
+
+    def _fits(self, size: int) -> bool:
+        q, cap = self._q, self._cap
+        w = q[_W_WPOS]
+        tail = cap - w % cap
+        return w + (0 if size <= tail else tail) + size - q[_W_RPOS] <= cap
+
+    def _wait_writable_size(self, size: int, timeout: float | None) -> bool:
+        if self._fits(size):
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        return self._wait_for(lambda: self._closed or self._fits(size), _W_SPACE_SEQ, _W_SPACE_WAITERS, timeout)
+
+    # == internals: consumer ========================================================================
+    def _claim_consumer(self) -> None:
+        me = os.getpid()
+        if self._token and self._token_pid == me:
+            return
+        q, token = self._q, secrets.randbits(62) | 1
+        while True:
+            current = q[_W_CONSUMER_TOKEN]
+            if current == 0:
+                if self._atomic.cas(_W_CONSUMER_TOKEN * 8, 0, token):
+                    break
+                continue
+            owner_pid, owner_start = q[_W_CONSUMER_PID], q[_W_CONSUMER_START]
+            if owner_pid and not is_process_alive(owner_pid, owner_start):
+                if self._atomic.cas(_W_CONSUMER_TOKEN * 8, current, token):
+                    break
+                continue
+            raise RuntimeError(f"ring {self.name} already has a consumer (pid {owner_pid or 'unknown'}); "
+                               "a ring has exactly one")
+        pid, start = process_identity(me)
+        q[_W_CONSUMER_START], q[_W_CONSUMER_PID] = start, pid
+        self._token, self._token_pid = token, me
+        self._head = self._scan = q[_W_RPOS]
+        self._pending = []
+        self._expected_seq = {}
+        self._empty_pos = -1
+
+    def _read_locked(self, max_records: int) -> list[tuple[int, bytes]]:
+        q, cap, data, salt = self._q, self._cap, self._data, self._salt
+        out: list[tuple[int, bytes]] = []
+        records = failed = 0
+        w = q[_W_WPOS]
+        blocked: set[int] = set()
+        if self._pending:                       # the window's left side: records we had to pass
+            now = time.monotonic()
+            keep = []
+            for e in self._pending:
+                status = q[e.word]
+                if status == WRITING and now >= e.next_check:
+                    status = self._check_writer(e, now)
+                if status == READY and e.producer not in blocked and records < max_records:
+                    self._deliver(out, e.word, e.start, e.length, e.target, e.seq, e.producer, e.kind)
+                    records += 1
+                elif status == FAILED:
+                    failed += 1
+                else:
+                    keep.append(e)
+                    blocked.add(e.producer)
+            self._pending = keep
+        scan = self._scan
+        while scan < w and records < max_records:  # the right side: never waits behind a WRITING record
+            off = scan % cap
+            tail = cap - off
+            if tail < HEADER_BYTES:
+                scan += tail                        # implied flush
+                continue
+            start = data + off
+            word = start >> 3
+            if q[word + 3] != scan ^ salt:          # reserved, header not written yet
+                if self._empty_stalled(scan):
+                    scan = self._skip_headerless(scan, w)
+                    failed += 1
+                    continue
+                break
+            status = q[word]
+            if status == FLUSH:
+                scan += tail
+                continue
+            length, target, seq, producer, kind = _REST.unpack_from(self._buf, start + 8)
+            if status == READY and producer not in blocked:
+                self._deliver(out, word, start, length, target, seq, producer, kind)
+                records += 1
+            elif status == WRITING or status == READY:
+                self._pending.append(_Pending(scan, word, start, producer, length, target, seq, kind,
+                                              time.monotonic()))
+                blocked.add(producer)
+            elif status == FAILED:
+                failed += 1
+            scan += (HEADER_BYTES + length + _ALIGN - 1) & -_ALIGN
+        self._scan = scan
+        head = self._pending[0].pos if self._pending else scan
+        if head != self._head:
+            occupancy = w - self._head
+            if occupancy > q[_W_MAX_OCCUPANCY]:
+                q[_W_MAX_OCCUPANCY] = occupancy
+            self._head = head
+            self._atomic.store(_W_RPOS * 8, head)   # a full barrier before reading the waiter count
+            self._wake(_W_SPACE_SEQ, _W_SPACE_WAITERS, 1 << 30)
+        if records:
+            q[_W_RECORDS_READ] += records
+            q[_W_PAYLOADS_READ] += len(out)
+        if failed:
+            q[_W_FAILED_SKIPPED] += failed
+        return out
+
+    def _deliver(self, out: list, word: int, start: int, length: int, target: int, seq: int, producer: int,
+                 kind: int) -> None:
+        buf = self._buf
+        at = start + HEADER_BYTES
+        if kind == KIND_SINGLE:
+            out.append((target, buf[at:at + length].tobytes()))
+        else:
+            end = at + length
+            while at < end:
+                (n,) = _U32.unpack_from(buf, at)
+                at += 4
+                out.append((target, buf[at:at + n].tobytes()))
+                at += n
+        self._q[word] = READ
+        self._q[_W_BYTES_READ] += length
+        expected = self._expected_seq.get(producer)
+        if expected is not None and seq != expected:
+            self._q[_W_SEQUENCE_ERRORS] += 1
+        self._expected_seq[producer] = (seq + 1) & _M32
+
+    def _check_writer(self, e: _Pending, now: float) -> int:
+        """A record is still WRITING: declare it failed if its producer died or it stalled (returns the status)."""
+        e.next_check = now + _LIVENESS_PERIOD
+        slot = self._slot(e.producer)
+        q = self._q
+        if now - e.first_seen < self._stall_timeout and is_process_alive(q[slot + _P_PID], q[slot + _P_START]):
+            return WRITING
+        if self._atomic.cas(e.word * 8, WRITING, FAILED):
+            return FAILED
+        return q[e.word]                         # it was published meanwhile
+
+    def _empty_stalled(self, scan: int) -> bool:
+        """The space at ``scan`` is reserved but has no header: is its writer gone?"""
+        now = time.monotonic()
+        if self._empty_pos != scan:
+            self._empty_pos, self._empty_since, self._empty_next_check = scan, now, now + _LIVENESS_PERIOD
+            return False
+        if now < self._empty_next_check:
+            return False
+        self._empty_next_check = now + _LIVENESS_PERIOD
+        if now - self._empty_since >= self._stall_timeout:
+            return True
+        # The writer is among the producers with a reservation in flight; skip only if all of them are dead.
+        q, any_dead = self._q, False
+        for pid in range(min(q[_W_PRODUCERS] & _M32, self._max_producers)):
+            slot = self._slot(pid)
+            if q[slot + _P_RESERVING]:
+                if is_process_alive(q[slot + _P_PID], q[slot + _P_START]):
+                    return False
+                any_dead = True
+        return any_dead
+
+    def _skip_headerless(self, scan: int, w: int) -> int:
+        """Skip from ``scan`` to the next valid header before ``w`` (or to ``w``)."""
+        q, cap, data, salt = self._q, self._cap, self._data, self._salt
+        self._q[_W_EMPTY_RECOVERIES] += 1
+        self._empty_pos = -1
+        pos = scan + _ALIGN
+        while pos < w:
+            off = pos % cap
+            if cap - off >= HEADER_BYTES and q[((data + off) >> 3) + 3] == pos ^ salt:
+                return pos
+            pos += _ALIGN
+        return w
+
+    def _readable(self) -> bool:
+        """Would try_read make progress (or has the stream ended)?"""
+        if self._closed:
+            return True
+        with self._consumer_lock:
+            self._claim_consumer()
+            q, cap = self._q, self._cap
+            if self._pending:
+                now = time.monotonic()
+                blocked: set[int] = set()
+                for e in self._pending:
+                    status = q[e.word]
+                    if status == FAILED or (status == READY and e.producer not in blocked) or now >= e.next_check:
+                        return True
+                    blocked.add(e.producer)
+            scan = self._scan
+            if scan < q[_W_WPOS]:
+                off = scan % cap
+                if cap - off < HEADER_BYTES or q[((self._data + off) >> 3) + 3] == scan ^ self._salt:
+                    return True
+                return self._empty_pos != scan or time.monotonic() >= self._empty_next_check
+        return self.at_eof
+
+    # == internals: waiting =========================================================================
+    def _wait_for(self, predicate: Any, seq_word: int, waiters_word: int, timeout: float | None) -> bool:
+        """Poll ``predicate`` briefly, then sleep on the futex ``seq_word`` until it holds or time runs out."""
+        now = time.monotonic()
+        deadline = None if timeout is None else now + timeout
+        spin_end = time.perf_counter() + _SPIN
+        while time.perf_counter() < spin_end:
+            if predicate():
+                return True
+        q, backoff = self._q, 10e-6
+        while True:
+            if self._closed:
+                return False
+            remaining = _MAX_SLEEP if deadline is None else min(_MAX_SLEEP, deadline - time.monotonic())
+            if remaining <= 0:
+                return predicate()
+            if _FUTEX.available:
+                seq = q[seq_word]
+                self._atomic.fetch_add(waiters_word * 8, 1)    # announce, with a full barrier ...
+                try:
+                    if predicate():                            # ... then re-check: no lost wake-up
+                        return True
+                    _FUTEX.wait(self._atomic.address(seq_word * 8), seq, remaining)
+                finally:
+                    if not self._closed:
+                        self._atomic.fetch_add(waiters_word * 8, -1)
+            else:
+                time.sleep(min(backoff, remaining))
+                backoff = min(backoff * 2, 1e-3)
+            if predicate():
+                return True
+
+    def _wake(self, seq_word: int, waiters_word: int, count: int, force: bool = False) -> None:
+        """Wake sleepers on ``seq_word`` — only if one has announced itself (the common case costs one load)."""
+        if (self._q[waiters_word] or force) and _FUTEX.available:
+            self._atomic.fetch_add(seq_word * 8, 1)
+            _FUTEX.wake(self._atomic.address(seq_word * 8), count)
+
+
+def _record_size(length: int) -> int:
+    return (HEADER_BYTES + length + _ALIGN - 1) & -_ALIGN
+
+
+def _gather(payloads: Iterable[Any]) -> tuple[list[list[Any]], list[int]]:
+    """Each payload as a list of byte-format parts, and its length; validated before any space is reserved."""
+    parts: list[list[Any]] = []
+    lengths: list[int] = []
+    for payload in payloads:
+        if type(payload) is bytes:
+            parts.append([payload])
+            lengths.append(len(payload))
+            continue
+        pieces = payload if isinstance(payload, (list, tuple)) else (payload,)
+        views, n = [], 0
+        for piece in pieces:
+            if type(piece) is not bytes:
+                try:
+                    mv = memoryview(piece)
+                except TypeError:
+                    raise TypeError(f"ring payloads must be bytes-like (or lists of them), got "
+                                    f"{type(piece).__name__}") from None
+                if mv.format != "B" or mv.ndim != 1:
+                    mv = mv.cast("B") if mv.c_contiguous else memoryview(mv.tobytes())
+                piece = mv
+            views.append(piece)
+            n += len(piece)
+        if n > _M32:
+            raise ValueError(f"payload of {n} bytes is larger than a record can hold")
+        parts.append(views)
+        lengths.append(n)
+    return parts, lengths
+
+
+def _release(atomic: AtomicWords, q: memoryview, unmap: Any, unlinker: _Unlinker | None) -> None:
+    atomic.release()
+    q.release()
+    unmap()
+    if unlinker is not None:
+        unlinker()
+
+
+class _Unlinker:
+    """Unlinks the owner's segment once, and only from the creating process (not from a forked child)."""
+
+    def __init__(self, shm: shared_memory.SharedMemory, creator_pid: int):
+        self.shm, self.creator_pid, self.done = shm, creator_pid, False
+
+    def __call__(self) -> None:
+        if self.done or os.getpid() != self.creator_pid:
+            return
+        self.done = True
+        try:
+            self.shm.unlink()
+        except FileNotFoundError:
+            # removed behind our back: keep the resource tracker from reporting (and retrying) it
+            try:
+                resource_tracker.unregister(self.shm._name, "shared_memory")  # noqa: SLF001
+            except Exception:  # noqa: BLE001
+                pass

@@ -1,0 +1,428 @@
+"""Unit tests of the shared-memory ring (TurboStream §IV, Fig. 5) and the pickle codec, in one process.
+
+Window and failure cases drive the ring's internals directly (``begin_write``
+reserves space and writes a record without publishing it — a producer caught
+mid-copy), so they are deterministic; the multi-producer and multi-process
+properties live in ``tests/property`` and ``tests/integration``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import elastream.ipc.ring as ring_mod
+from elastream.ipc import Codec, CodecError, PickleCodec, RingClosedError, RingStats, SharedRing
+from elastream.ipc.ring import HEADER_BYTES, READY, WRITING
+
+pytestmark = pytest.mark.timeout(30)
+
+SHM = "/dev/shm"
+
+
+def ring_segments() -> set[str]:
+    return {n for n in os.listdir(SHM) if n.startswith("esring_")} if os.path.isdir(SHM) else set()
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_segments():
+    """Every ring a test creates is unlinked by the end of the test."""
+    before = ring_segments()
+    yield
+    leaked = ring_segments() - before
+    assert not leaked, f"shared-memory segments left in {SHM}: {sorted(leaked)}"
+
+
+@pytest.fixture
+def ring():
+    with SharedRing.create(4096) as r:
+        yield r
+
+
+def begin_write(ring: SharedRing, producer: int, payload: bytes, target: int = 0) -> int:
+    """Reserve and fill a batch record for ``producer`` but leave it WRITING; return its status word."""
+    parts, lengths = ring_mod._gather([payload])
+    length = sum(lengths) + 4
+    slot = ring._slot(producer)
+    reserved = ring._reserve(slot, ring_mod._record_size(length))
+    assert reserved is not None, "ring unexpectedly full"
+    w, pad = reserved
+    return ring._fill(w, pad, slot, producer, ring_mod.KIND_BATCH, target, length, parts, lengths)
+
+
+def publish(ring: SharedRing, word: int) -> bool:
+    return ring._atomic.cas(word * 8, WRITING, READY)
+
+
+def payloads(records):
+    return [p for _, p in records]
+
+
+# -- basics ------------------------------------------------------------------------------------------
+def test_batch_round_trip_keeps_targets_and_order(ring):
+    ring.register_producer()
+    assert ring.try_write_batch([b"a", b"", bytearray(b"xyz")], target=7)
+    assert ring.try_write(memoryview(b"single"), target=2)
+    assert ring.try_read() == [(7, b"a"), (7, b""), (7, b"xyz"), (2, b"single")]
+    assert ring.try_read() == []
+
+
+def test_payload_parts_are_gathered_into_one_payload(ring):
+    ring.register_producer()
+    arr = np.arange(4, dtype=np.int32)
+    assert ring.try_write_batch([[b"head:", arr], b"next"])
+    assert payloads(ring.try_read()) == [b"head:" + arr.tobytes(), b"next"]
+
+
+def test_bad_payloads_are_refused_before_any_space_is_reserved(ring):
+    ring.register_producer()
+    with pytest.raises(TypeError, match="bytes-like"):
+        ring.try_write_batch([b"ok", 42])
+    with pytest.raises(ValueError, match="at least one payload"):
+        ring.try_write_batch([])
+    with pytest.raises(ValueError, match="largest record"):
+        ring.try_write_batch([bytes(ring.max_record_bytes)])
+    with pytest.raises(ValueError, match="target"):
+        ring.try_write_batch([b"x"], target=-1)
+    assert ring.statistics().records_written == 0
+    assert ring._q[ring_mod._W_WPOS] == 0
+
+
+def test_full_ring_refuses_then_accepts_after_read(ring):
+    """Fig. 5e: a producer that would overwrite unconsumed data does not write."""
+    ring.register_producer()
+    chunk = bytes(900)
+    written = 0
+    while ring.try_write_batch([chunk]):
+        written += 1
+    assert written == 4                       # 4 x (32 + 4 + 900 → 936) = 3744 of 4096 bytes
+    assert not ring.wait_writable(timeout=0.01)
+    assert ring.statistics().full_events >= 1
+    assert len(ring.try_read(1)) == 1
+    assert ring.wait_writable(timeout=0)
+    assert ring.try_write_batch([chunk])
+    assert len(ring.try_read(100)) == 4
+
+
+def test_wrap_around_writes_a_flush_marker_and_keeps_data(ring):
+    """Fig. 5d: a record that does not fit before the end goes to the start after a FLUSH record."""
+    ring.register_producer()
+    sent, got = [], []
+    for i in range(200):
+        payload = bytes([i % 251]) * (i * 37 % 1500)
+        sent.append(payload)
+        while not ring.try_write_batch([payload], target=i):
+            got += ring.try_read(3)
+    got += ring.try_read(1000)
+    assert got == list(enumerate(sent))
+    stats = ring.statistics()
+    assert stats.flush_wraps > 0 and stats.full_events > 0
+    assert stats.records_read == stats.records_written == 200
+    assert stats.sequence_errors == 0 and stats.max_occupancy <= ring.capacity
+
+
+def test_tail_shorter_than_a_header_is_an_implied_flush(ring):
+    ring.register_producer()
+    # fill to 8 bytes before the end: 4096 - 8 = 4088 = 32 + 4 + 4052
+    first = bytes(4052 - 2048)
+    assert ring.try_write_batch([first])
+    assert ring.try_read() == [(0, first)]
+    rest = bytes(4088 - ring_mod._record_size(4 + len(first)) - HEADER_BYTES - 4)
+    assert ring.try_write_batch([rest])
+    assert ring._q[ring_mod._W_WPOS] % ring.capacity == ring.capacity - 8
+    assert ring.try_write_batch([b"wrapped"])
+    assert payloads(ring.try_read()) == [rest, b"wrapped"]
+    assert ring._q[ring_mod._W_WPOS] == ring.capacity + ring_mod._record_size(4 + 7)
+
+
+# -- the sliding window (Fig. 5b) and per-producer order -------------------------------------------
+def test_window_reads_past_a_record_being_written_then_comes_back(ring):
+    a, b = ring.register_producer(), ring.register_producer()
+    word = begin_write(ring, a, b"A1")
+    ring.try_write_batch([b"B1"], producer=b)
+    ring.try_write_batch([b"B2"], producer=b)
+    assert payloads(ring.try_read()) == [b"B1", b"B2"]       # never waits behind A1
+    assert ring.statistics().occupancy > 0                   # A1's space is not released yet
+    assert ring.try_read() == []
+    assert publish(ring, word)
+    assert payloads(ring.try_read()) == [b"A1"]
+    assert ring.statistics().occupancy == 0
+
+
+def test_window_never_reorders_records_of_one_producer(ring):
+    """Even if a producer's later record is READY, it waits for the producer's earlier one."""
+    a, b = ring.register_producer(), ring.register_producer()
+    word = begin_write(ring, a, b"A1")
+    ring.try_write_batch([b"A2"], producer=a)                 # misuse: A2 READY while A1 is WRITING
+    ring.try_write_batch([b"B1"], producer=b)
+    assert payloads(ring.try_read()) == [b"B1"]
+    assert ring.try_read() == []                              # A2 waits behind A1
+    publish(ring, word)
+    assert payloads(ring.try_read()) == [b"A1", b"A2"]
+
+
+def test_max_records_bounds_one_read(ring):
+    ring.register_producer()
+    for i in range(10):
+        ring.try_write_batch([bytes([i])])
+    assert len(ring.try_read(3)) == 3
+    assert len(ring.try_read(100)) == 7
+
+
+def test_stalled_writer_is_skipped_after_the_stall_timeout_and_its_publish_fails():
+    with SharedRing.create(4096, stall_timeout=0.2) as ring:
+        a, b = ring.register_producer(), ring.register_producer()
+        word = begin_write(ring, a, b"stuck")
+        ring.try_write_batch([b"B1"], producer=b)
+        assert payloads(ring.read(timeout=5)) == [b"B1"]
+        t0 = time.monotonic()
+        while ring.statistics().failed_records_skipped == 0:
+            assert time.monotonic() - t0 < 5, "stalled record never skipped"
+            ring.wait_readable(0.5)
+            ring.try_read()
+        assert time.monotonic() - t0 >= 0.1
+        assert not publish(ring, word)                         # the producer learns it was declared failed
+        assert ring.statistics().occupancy == 0
+
+
+def test_abandoned_write_is_skipped_and_the_next_write_works(ring, monkeypatch):
+    me = ring.register_producer()
+
+    class Boom:
+        def pack_into(self, *args):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(ring_mod, "_U32", Boom())
+    with pytest.raises(KeyboardInterrupt):
+        ring.try_write_batch([b"lost"])
+    monkeypatch.undo()
+    assert ring.try_write_batch([b"kept"], producer=me)
+    assert payloads(ring.try_read()) == [b"kept"]
+    stats = ring.statistics()
+    assert stats.abandoned_records == 1 and stats.failed_records_skipped == 1 and stats.sequence_errors == 0
+
+
+def test_reserved_space_without_header_of_a_dead_writer_is_skipped():
+    with SharedRing.create(4096, stall_timeout=0.3) as ring:
+        a, b = ring.register_producer(), ring.register_producer()
+        assert ring._reserve(ring._slot(a), 64) is not None    # A "dies" before writing its header
+        ring.try_write_batch([b"B1"], producer=b)
+        assert ring.try_read() == []                           # cannot see past the header-less space ...
+        assert payloads(ring.read(timeout=5)) == [b"B1"]       # ... until it stalls out
+        assert ring.statistics().empty_recoveries == 1
+
+
+# -- end of stream, producers, consumer ------------------------------------------------------------
+def test_end_of_stream_after_every_producer_closed_and_drained(ring):
+    a, b = ring.register_producer(), ring.register_producer()
+    ring.try_write_batch([b"x"], producer=a)
+    ring.close_producer(a)
+    ring.close_producer(a)                                     # idempotent
+    assert not ring.at_eof
+    ring.close_producer(b)
+    assert not ring.at_eof                                     # not drained
+    assert ring.read(timeout=5) == [(0, b"x")]
+    assert ring.at_eof and ring.read(timeout=5) == []
+    with pytest.raises(RuntimeError, match="end of stream"):
+        ring.register_producer()
+
+
+def test_expected_producers_keep_the_stream_open_until_all_joined():
+    with SharedRing.create(4096, producers=2) as ring:
+        ring.close_producer(ring.register_producer())
+        assert not ring.at_eof
+        ring.close_producer(ring.register_producer())
+        assert ring.at_eof
+
+
+def test_default_producer_must_be_unambiguous(ring):
+    ring.register_producer()
+    ring.register_producer()
+    with pytest.raises(ValueError, match="producer="):
+        ring.try_write_batch([b"x"])
+    with pytest.raises(ValueError, match="not registered"):
+        ring.try_write_batch([b"x"], producer=5)
+
+
+def test_one_consumer_per_ring_and_takeover_does_not_redeliver(ring):
+    ring.register_producer()
+    ring.try_write_batch([b"1"])
+    ring.try_write_batch([b"2"])
+    other = SharedRing.attach(ring.name)
+    try:
+        assert ring.try_read(1) == [(0, b"1")]
+        with pytest.raises(RuntimeError, match="already has a consumer"):
+            other.try_read()
+        ring.release_consumer()
+        assert other.try_read() == [(0, b"2")]
+        with pytest.raises(RuntimeError, match="already has a consumer"):
+            ring.try_read()
+    finally:
+        other.close()
+
+
+def test_wait_readable_wakes_on_a_write_from_another_thread(ring):
+    ring.register_producer()
+    assert not ring.wait_readable(timeout=0.02)
+    timer = threading.Timer(0.05, lambda: ring.try_write_batch([b"late"]))
+    timer.start()
+    try:
+        t0 = time.monotonic()
+        assert ring.wait_readable(timeout=5)
+        assert time.monotonic() - t0 < 2
+        assert ring.try_read() == [(0, b"late")]
+    finally:
+        timer.join()
+    assert ring.statistics().read_wait_s > 0
+
+
+def test_blocking_write_times_out_then_succeeds_after_a_read(ring):
+    ring.register_producer()
+    while ring.try_write_batch([bytes(1000)]):
+        pass
+    with pytest.raises(TimeoutError, match="full"):
+        ring.write_batch([bytes(1000)], timeout=0.05)
+    reader = threading.Timer(0.05, lambda: ring.try_read(1))
+    reader.start()
+    try:
+        ring.write_batch([bytes(1000)], timeout=5)
+    finally:
+        reader.join()
+    assert ring.statistics().write_wait_s > 0
+    ring.try_read(100)
+    with pytest.raises(TimeoutError, match="nothing to read"):
+        ring.read(timeout=0.02)
+
+
+# -- life cycle ------------------------------------------------------------------------------------
+def test_attach_and_pickle_by_name():
+    with SharedRing.create(8192) as owner:
+        clone = pickle.loads(pickle.dumps(owner))
+        try:
+            assert not clone.is_owner and clone.name == owner.name and clone.capacity == 8192
+            clone.register_producer()
+            clone.try_write_batch([b"via clone"])
+            assert owner.try_read() == [(0, b"via clone")]
+            with pytest.raises(RuntimeError, match="only the handle"):
+                clone.unlink()
+        finally:
+            clone.close()
+            clone.close()
+    assert owner.name not in ring_segments()
+    with pytest.raises(FileNotFoundError):
+        SharedRing.attach(owner.name)
+
+
+def test_closed_handle_refuses_work_and_unlink_is_idempotent():
+    ring = SharedRing.create(4096)
+    ring.close()
+    ring.unlink()
+    with pytest.raises(RingClosedError):
+        ring.try_read()
+    with pytest.raises(RingClosedError):
+        ring.register_producer()
+
+
+def test_owner_unlinks_when_garbage_collected():
+    ring = SharedRing.create(4096)
+    name = ring.name
+    del ring
+    import gc
+
+    gc.collect()
+    assert name not in ring_segments()
+
+
+def test_attach_refuses_a_segment_that_is_not_a_ring():
+    from multiprocessing import shared_memory
+
+    shm = shared_memory.SharedMemory(create=True, size=4096, name="esring_not_a_ring_test")
+    try:
+        with pytest.raises(ValueError, match="not an elastream ring"):
+            SharedRing.attach(shm.name)
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+def test_statistics_is_a_frozen_snapshot(ring):
+    stats = ring.statistics()
+    assert isinstance(stats, RingStats) and stats.capacity == 4096
+    with pytest.raises(AttributeError):
+        stats.records_read = 3  # type: ignore[misc]
+
+
+def test_atomics_fast_path_is_in_use(ring):
+    assert ring._atomic.fast, "raw atomics function pointers unavailable: the ring falls back to the slow API"
+
+
+# -- codec -----------------------------------------------------------------------------------------
+codec = PickleCodec()
+
+
+def frame(parts) -> bytes:
+    return b"".join(bytes(memoryview(p).cast("B")) if not isinstance(p, bytes) else p for p in parts)
+
+
+@pytest.mark.parametrize("obj", [(1, "a", 2.5), None, {"k": [1, 2]}, b"raw bytes", bytearray(b"ba"), "text"])
+def test_codec_round_trip(obj):
+    assert codec.decode(frame(codec.encode(obj))) == obj
+    assert type(codec.decode(frame(codec.encode(obj)))) is type(obj)
+
+
+def test_codec_moves_numpy_and_arrow_data_out_of_band():
+    arr = np.arange(10_000, dtype=np.float64)
+    parts = codec.encode(("x", arr))
+    assert len(parts) == 3 and np.shares_memory(np.frombuffer(parts[2], dtype=np.float64), arr)
+    assert len(parts[1]) < 200                               # the pickle stream holds structure only
+    tag, back = codec.decode(frame(parts))
+    assert tag == "x" and np.array_equal(back, arr)
+    table = pa.table({"a": list(range(1000))})
+    parts = codec.encode(table)
+    assert len(parts) > 2
+    assert codec.decode(frame(parts)).equals(table)
+
+
+def test_codec_batches_and_lambdas():
+    batch = [(i, str(i)) for i in range(256)]
+    assert codec.decode_batch(frame(codec.encode_batch(iter(batch)))) == batch
+    square = codec.decode(frame(codec.encode(lambda x: x * x)))
+    assert square(7) == 49
+    with pytest.raises(CodecError, match="batch"):
+        codec.decode(frame(codec.encode_batch(batch)))
+    with pytest.raises(CodecError, match="not a batch"):
+        codec.decode_batch(frame(codec.encode(1)))
+    with pytest.raises(CodecError, match="magic"):
+        codec.decode(b"\x00" * 16)
+    with pytest.raises(TypeError, match="cannot encode"):
+        codec.encode(threading.Lock())
+    assert isinstance(codec, Codec)
+
+
+def test_codec_payloads_travel_through_the_ring(ring):
+    ring.register_producer()
+    arr = np.arange(100, dtype=np.int64)
+    assert ring.try_write_batch([codec.encode(("arr", arr)), codec.encode_batch([(1,), (2,)])])
+    (_, one), (_, many) = ring.try_read()
+    name, back = codec.decode(one)
+    assert name == "arr" and np.array_equal(back, arr) and codec.decode_batch(many) == [(1,), (2,)]
+
+
+# -- docstring examples ------------------------------------------------------------------------------
+@pytest.mark.parametrize("obj", [SharedRing, PickleCodec, "elastream.ipc"], ids=str)
+def test_docstring_examples_run(obj):
+    import importlib
+
+    doc = importlib.import_module(obj).__doc__ if isinstance(obj, str) else obj.__doc__
+    blocks = [textwrap.dedent(b) for b in re.findall(r"Example::\n\n((?:[ \t]+\S.*\n|\n)+)", doc)]
+    assert blocks
+    for code in blocks:
+        exec(compile(code, f"<example of {obj}>", "exec"), {"SharedRing": SharedRing, "PickleCodec": PickleCodec})

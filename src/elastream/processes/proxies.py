@@ -38,20 +38,35 @@ class RingSender(Operator):
         port = ctx.inputs[0]
         ring = self.ring
         encode = self.codec.encode_batch
-        while True:
+        while not ctx.shutdown_requested:
             if await ctx.wait_for_any({port: 1}) is Status.OVER:
                 break
-            payload = encode(port.pop_many(self.batch_size))
-            if not ring.try_write_batch([payload]):
-                await ctx.wait_external(lambda: ring.try_write_batch([payload]), write=True)
-                if ctx.shutdown_requested:
-                    break
+            for payload in _fitting_payloads(encode, port.pop_many(self.batch_size), ring.max_record_bytes):
+                if not ring.try_write_batch([payload]):
+                    # Back-pressure from the consuming process: park WRITE_BLOCKED; the
+                    # poller retries the write itself, so when we resume it is done.
+                    await ctx.wait_external(lambda p=payload: ring.try_write_batch([p]), write=True)
+                    if ctx.shutdown_requested:
+                        return
 
     def close(self) -> None:
         if self.ring is not None:
             self.ring.close_producer()
             self.ring.close()
             self.ring = None
+
+
+def _fitting_payloads(encode: Any, batch: list, limit: int) -> list:
+    """Encode ``batch`` as one payload, or split it until every part fits in a record."""
+    payload = encode(batch)
+    size = sum(len(memoryview(part).cast("B")) for part in payload) + 64
+    if size <= limit or len(batch) == 1:
+        if size > limit:
+            raise ValueError(f"one tuple encodes to {size} bytes, more than a ring record holds ({limit}); "
+                             "raise Runner(ring_bytes=...)")
+        return [payload]
+    half = len(batch) // 2
+    return _fitting_payloads(encode, batch[:half], limit) + _fitting_payloads(encode, batch[half:], limit)
 
 
 class RingReceiver(Operator):

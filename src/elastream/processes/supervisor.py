@@ -219,6 +219,11 @@ class ProcessRunHandle:
         return n
 
     @property
+    def worker_pids(self) -> list[int | None]:
+        """Process id of each worker process, by process index."""
+        return [c.process.pid for c in self._children]
+
+    @property
     def threads(self) -> int:
         """Worker threads per process."""
         return self.runner.threads

@@ -1,0 +1,124 @@
+"""Multi-process execution: same results as one process, back-pressure, failures, cleanup."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+import elastream as es
+from elastream.processes import WorkerProcessError
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+
+def shm_segments() -> set[str]:
+    return {p.name for p in Path("/dev/shm").iterdir()} if Path("/dev/shm").exists() else set()
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_segments():
+    before = shm_segments()
+    yield
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and shm_segments() - before:
+        time.sleep(0.05)
+    assert shm_segments() - before == set(), "shared-memory segments leaked"
+
+
+def chain(n: int, maps: int = 6) -> es.Flow:
+    flow = es.Flow("chain")
+    s = flow.source(range(n), name="src")
+    for i in range(maps):
+        s = s.map(lambda x, i=i: x + i, name=f"m{i}")
+    s.sink(es.ops.Collect(), name="out")
+    return flow
+
+
+def by_halves(flow: es.Flow) -> dict[str, int]:
+    names = list(flow.operators)
+    return {name: (0 if i < len(names) // 2 else 1) for i, name in enumerate(names)}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_chain_over_two_processes_equals_one_process(threads):
+    n = 20_000
+    expected = es.Runner(threads=1).run(chain(n), timeout=60).outputs["out"]
+    flow = chain(n)
+    result = es.Runner(processes=2, threads=threads, placement=by_halves(flow)).run(flow, timeout=60)
+    assert result.outputs["out"] == expected
+    assert set(result.stats.operators) == set(flow.operators)
+    assert result.stats.operators["out"].tuples_in == n
+    assert len(result.stats.workers) == 2 * threads
+
+
+def test_auto_placement_and_fan_in_keep_per_stream_order():
+    flow = es.Flow("diamond")
+    src = flow.source(range(5_000), name="src")
+    left = src.map(lambda x: ("L", x), name="left")
+    right = src.map(lambda x: ("R", x), name="right")
+    left.union(right, name="union").sink(es.ops.Collect(), name="out")
+    result = es.Runner(processes=2, threads=1).run(flow, timeout=60)
+    out = result.outputs["out"]
+    assert [x for tag, x in out if tag == "L"] == list(range(5_000))
+    assert [x for tag, x in out if tag == "R"] == list(range(5_000))
+
+
+def test_back_pressure_bounds_ports_across_processes():
+    flow = es.Flow("slow")
+    src = flow.add(es.ops.FromIterable(range(3_000)), name="src")
+    slow = flow.add(es.ops.Busy(cost_us=200.0), name="slow")
+    out = flow.add(es.ops.Collect(), name="out")
+    src >> slow >> out
+    runner = es.Runner(processes=2, threads=1, max_queue_size=32, batch_size=16, ring_bytes=64 << 10,
+                       placement={"src": 0, "slow": 1, "out": 1})
+    result = runner.run(flow, timeout=60)
+    assert result.outputs["out"] == list(range(3_000))
+    for op in result.stats.operators.values():
+        for port in op.inputs:
+            assert port.max_size <= 32 + port.publishers
+
+
+def test_operator_failure_in_a_worker_process_names_the_operator():
+    def explode(x):
+        if x == 500:
+            raise ValueError("boom at 500")
+        return x
+
+    flow = chain(2_000)
+    flow.source(range(1_000), name="other").map(explode, name="exploder").sink(es.ops.Collect(), name="out2")
+    placement = {name: i % 2 for i, name in enumerate(flow.operators)}
+    with pytest.raises(es.OperatorError) as info:
+        es.Runner(processes=2, placement=placement).run(flow, timeout=60)
+    assert info.value.operator == "exploder" or "exploder" in str(info.value)
+
+
+def test_killed_worker_process_fails_the_run_within_five_seconds():
+    flow = es.Flow("endless")
+    flow.source(lambda: iter(int, 1), name="src").map(lambda x: x, name="m").sink(es.ops.Collect(), name="out")
+    handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 1}).start(flow)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not handle.stats().operators.get("out"):
+        time.sleep(0.05)
+    victim = handle.worker_pids[1]
+    os.kill(victim, signal.SIGKILL)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerProcessError) as info:
+        handle.wait(timeout=10)
+    assert time.monotonic() - t0 < 5.0
+    assert info.value.index == 1 and "out" in info.value.operators
+
+
+def test_shutdown_of_an_endless_multi_process_flow():
+    flow = es.Flow("endless")
+    flow.source(lambda: iter(int, 1), name="src").map(lambda x: x, name="m").sink(es.ops.Callback(lambda x: None),
+                                                                                  name="out")
+    handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 1}).start(flow)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    result = handle.shutdown(timeout=10)
+    assert time.monotonic() - t0 < 5.0
+    assert result.shutdown

@@ -148,3 +148,22 @@ def test_every_benchmark_module_follows_the_protocol():
         module = importlib.import_module(f"elastream.bench.{name}")
         for attr in ("add_arguments", "run", "print_report"):
             assert callable(getattr(module, attr)), f"elastream.bench.{name} lacks {attr}"
+
+
+def test_bench_processes_json(capsys):
+    result = _json_main(capsys, "bench", "processes", "--processes", "1", "2", "--seconds", "2.5", "--warmup",
+                        "1.5", "--cost-us", "20", "--ops", "4", "--json")
+    assert result["benchmark"] == "processes" and result["gil"] == "hold"
+    assert [r["processes"] for r in result["results"]] == [1, 2]
+    for r in result["results"]:
+        assert r["tuples"] > 0 and 0 < r["fraction_of_ideal"]
+
+
+def test_bench_report_quick_rewrites_the_readme_block(capsys, tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- bench:begin -->\nold\n<!-- bench:end -->\noutro\n")
+    result = _json_main(capsys, "bench", "report", "--quick", "--readme", str(readme),
+                        "--out", str(tmp_path / "latest.json"), "--json")
+    text = readme.read_text()
+    assert "\nold\n" not in text and "Engine overhead" in text and text.endswith("outro\n")
+    assert {r["benchmark"] for r in result["results"]} == {"overhead", "topology", "latency"}

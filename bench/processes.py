@@ -1,0 +1,73 @@
+"""``elastream bench processes``: the 12-operator Busy chain on 1 and 2 worker processes.
+
+C-Stream §5.1's chain (12 ``Busy(100 µs, gil="hold")`` operators) run by the
+multi-process runtime (issue 3) with P = 1 and P = 2 processes, placement by
+TurboStream §V. Pure-Python operators hold the GIL, so only processes add CPU
+parallelism. Reports steady-state throughput (tuples reaching the sink after a
+warm-up that covers process start), the speed-up over P = 1, and the fraction
+of the P-core ideal ``P / (12 × cost)`` — 1,667 tuples/s at P = 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import elastream as es
+from elastream.bench._common import fmt, machine
+from elastream.workloads.measure import measure_run
+from elastream.workloads.topologies import build_topology
+
+GIL_NOTE = ("GIL case: hold — Busy spins in pure Python; threads cannot overlap it, worker processes can "
+            "(one core each).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``elastream bench processes``."""
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="process counts")
+    parser.add_argument("--threads", type=int, default=1, help="worker threads per process")
+    parser.add_argument("--ops", type=int, default=12, help="Busy operators in the chain")
+    parser.add_argument("--cost-us", type=float, default=100.0, help="Busy cost per tuple (µs)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="seconds per run")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds excluded at the start (process start)")
+    parser.add_argument("--queue-size", type=int, default=64, help="Runner max_queue_size")
+    parser.add_argument("--batch-size", type=int, default=16, help="Runner batch_size")
+    parser.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
+
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the chain once per process count; return the JSON-ready result."""
+    rows = []
+    for p in args.processes:
+        flow, sink = build_topology("chain", n_tuples=None, cost_us=args.cost_us, selectivity=1.0, gil="hold",
+                                    ops=args.ops, seconds=args.seconds)
+        runner = es.Runner(threads=args.threads, processes=p, max_queue_size=args.queue_size,
+                           batch_size=args.batch_size, start_method=args.start_method)
+        m = measure_run(runner, flow, sink, seconds=args.seconds, warmup_s=args.warmup)
+        ideal = p / (args.ops * args.cost_us * 1e-6)
+        rows.append({"processes": p, "threads": args.threads, "throughput_tuples_per_s": m.throughput,
+                     "ideal_tuples_per_s": ideal, "fraction_of_ideal": m.throughput / ideal,
+                     "p50_latency_ms": m.latency["p50_ms"], "p99_latency_ms": m.latency["p99_ms"],
+                     "tuples": m.tuples, "window_s": m.window_s})
+    base = rows[0]["throughput_tuples_per_s"] if rows else 0.0
+    for r in rows:
+        r["speedup_vs_first"] = r["throughput_tuples_per_s"] / base if base else None
+    return {"benchmark": "processes", "gil": "hold", "note": GIL_NOTE, "ops": args.ops, "cost_us": args.cost_us,
+            "seconds": args.seconds, "warmup_s": args.warmup, "results": rows, "machine": machine()}
+
+
+def print_report(result: dict[str, Any], console: Console) -> None:
+    """Render a result of :func:`run` as a rich table."""
+    table = Table(title=f"chain of {result['ops']} Busy({result['cost_us']:g} µs, gil=hold) over worker processes")
+    for col in ("processes", "tuples/s", "ideal tuples/s", "fraction of ideal", "speed-up", "p50 ms", "p99 ms"):
+        table.add_column(col, justify="right")
+    for r in result["results"]:
+        table.add_row(str(r["processes"]), fmt(r["throughput_tuples_per_s"], 0), fmt(r["ideal_tuples_per_s"], 0),
+                      f"{r['fraction_of_ideal']:.3f}", f"{r['speedup_vs_first']:.2f}",
+                      fmt(r["p50_latency_ms"]), fmt(r["p99_latency_ms"]))
+    console.print(table)
+    console.print(result["note"])

@@ -122,3 +122,21 @@ def test_shutdown_of_an_endless_multi_process_flow():
     result = handle.shutdown(timeout=10)
     assert time.monotonic() - t0 < 5.0
     assert result.shutdown
+
+
+def test_online_placement_from_a_previous_runs_statistics():
+    def build() -> es.Flow:
+        flow = es.Flow("online")
+        s = flow.source(range(3_000), name="src")
+        for i in range(4):
+            s = s.then(es.ops.Busy(cost_us=20.0 * (i + 1)), name=f"b{i}")
+        s.sink(es.ops.Collect(), name="out")
+        return flow
+
+    first = es.Runner(threads=1).run(build(), timeout=60)
+    assert first.stats.operators["b0"].sent == {"b1": 3_000}
+    assert first.stats.operators["b3"].cpu_s > first.stats.operators["b0"].cpu_s
+    runner = es.Runner(processes=2, placement=first.stats)
+    plan = runner.assignment(build())
+    assert set(plan.values()) == {0, 1}
+    assert runner.run(build(), timeout=60).outputs["out"] == list(range(3_000))

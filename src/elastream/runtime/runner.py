@@ -191,7 +191,10 @@ class Runner:
         """Operator name → worker process, from ``placement``.
 
         ``placement`` is "auto" (TurboStream §V offline plan from the graph and
-        declared costs), "round_robin", a PlacementPlan, or a dict.
+        declared costs), "round_robin", a PlacementPlan, a dict, or the
+        FlowStats of an earlier run of the same flow (online mode: measured
+        traffic and CPU time per operator, re-placed between runs as
+        TurboStream's stop-and-restart does).
         """
         p = self.placement
         if isinstance(p, dict):
@@ -200,6 +203,8 @@ class Runner:
             return dict(p.assignment)
         from elastream.placement import PlacementGraph, place, round_robin
 
+        if isinstance(p, FlowStats):
+            return dict(place(PlacementGraph.from_stats(p), self.processes).assignment)
         graph = PlacementGraph.from_flow(flow)
         if p == "auto":
             return dict(place(graph, self.processes).assignment)

@@ -33,8 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-us", type=float, default=100.0, help="Busy cost per tuple (µs)")
     parser.add_argument("--seconds", type=float, default=8.0, help="seconds per run")
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds excluded at the start (process start)")
-    parser.add_argument("--queue-size", type=int, default=64, help="Runner max_queue_size")
-    parser.add_argument("--batch-size", type=int, default=16, help="Runner batch_size")
+    parser.add_argument("--queue-size", type=int, default=128, help="Runner max_queue_size")
+    parser.add_argument("--batch-size", type=int, default=32, help="Runner batch_size")
     parser.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
 
 

@@ -140,3 +140,44 @@ def test_online_placement_from_a_previous_runs_statistics():
     plan = runner.assignment(build())
     assert set(plan.values()) == {0, 1}
     assert runner.run(build(), timeout=60).outputs["out"] == list(range(3_000))
+
+
+CTRL_C_SCRIPT = r"""
+import sys
+import elastream as es
+
+if __name__ == "__main__":  # worker processes are spawned: they re-import this file
+    flow = es.Flow("endless")
+    flow.source(lambda: iter(int, 1), name="src").map(lambda x: x, name="m").sink(
+        es.ops.Callback(lambda x: None), name="out")
+    handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 1}).start(flow)
+    print("pids", *handle.worker_pids, flush=True)
+    try:
+        handle.wait()
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+"""
+
+
+def test_ctrl_c_stops_every_process_and_unlinks_the_rings(tmp_path):
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = tmp_path / "endless.py"
+    script.write_text(CTRL_C_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("pids"), line
+    pids = [int(p) for p in line.split()[1:]]
+    time.sleep(1.0)  # let tuples flow through the ring
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=20)
+    assert proc.returncode == 130 and "interrupted" in out
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+                                              for p in pids):
+        time.sleep(0.05)
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)

@@ -1,7 +1,7 @@
 """``elastream bench report``: run the benchmark suite and regenerate the README figures.
 
-Runs ``overhead``, ``topology`` (chain and data-parallel, both GIL cases) and
-``latency`` with the parameters below, writes every raw result to
+Runs ``overhead``, ``topology`` (chain with the GIL held, data-parallel with
+it released), ``latency`` and ``processes`` with the parameters below, writes every raw result to
 ``bench/results/latest.json`` and replaces the block between
 ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the README with tables
 generated from those results. Numbers are never typed by hand.
@@ -41,7 +41,8 @@ def _suite(quick: bool) -> list[tuple[str, list[str]]]:
             ("topology", ["--topology", "chain", "--threads", "1", "2", "4", "--policy", "all"]),
             ("topology", ["--topology", "data-parallel", "--threads", "1", "2", "4", "--policy",
                           "least_recently_run", "--gil", "release"]),
-            ("latency", ["--rate", "5000", "--seconds", "20", "--threads", "1", "2"])]
+            ("latency", ["--rate", "5000", "--seconds", "20", "--threads", "1", "2"]),
+            ("processes", [])]
 
 
 def _run_one(name: str, argv: list[str]) -> dict[str, Any]:
@@ -105,7 +106,16 @@ def _latency_md(r: dict[str, Any]) -> str:
             f"{r['rate']:,.0f} tuples/s. {r['note']}\n\n" + "\n".join(rows))
 
 
-_RENDERERS = {"overhead": _overhead_md, "topology": _topology_md, "latency": _latency_md}
+def _processes_md(r: dict[str, Any]) -> str:
+    rows = ["| processes | tuples/s | ideal tuples/s | fraction of ideal | speed-up |", "|---:|---:|---:|---:|---:|"]
+    rows += [f"| {x['processes']} | {fmt(x['throughput_tuples_per_s'], 0)} | {fmt(x['ideal_tuples_per_s'], 0)} | "
+             f"{x['fraction_of_ideal']:.3f} | {x['speedup_vs_first']:.2f} |" for x in r["results"]]
+    return (f"**Worker processes** — `{r['command']}`: chain of {r['ops']} Busy({r['cost_us']:g} µs). "
+            f"{r['note']}\n\n" + "\n".join(rows))
+
+
+_RENDERERS = {"overhead": _overhead_md, "topology": _topology_md, "latency": _latency_md,
+              "processes": _processes_md}
 
 
 def update_readme(path: Path, block: str) -> None:

@@ -284,6 +284,71 @@ def test_wait_readable_wakes_on_a_write_from_another_thread(ring):
     assert ring.statistics().read_wait_s > 0
 
 
+def _wake_latency(consumer: SharedRing, producer: SharedRing) -> float:
+    timer = threading.Timer(0.05, lambda: producer.try_write_batch([b"ping"]))
+    t0 = time.monotonic()
+    timer.start()
+    try:
+        assert consumer.read(timeout=5) == [(0, b"ping")]
+    finally:
+        timer.join()
+    return time.monotonic() - t0 - 0.05
+
+
+def test_consumer_sleeps_on_its_wake_pipe_which_producers_open_by_path(ring):
+    other = SharedRing.attach(ring.name)
+    try:
+        other.register_producer()
+        assert ring.try_read() == []                          # claims the consumer role: pipe published
+        assert ring._wake_pipe is not None
+        assert _wake_latency(ring, other) < 1.0
+        token, fd = other._wake_writer
+        assert token == ring._token and fd >= 0              # opened /proc/<pid>/fd/<n> and checked the inode
+        assert not ring._q[ring_mod._W_WAKE_BROKEN]
+    finally:
+        other.close()
+
+
+def test_futex_is_used_when_a_producer_cannot_reach_the_pipe(ring, monkeypatch):
+    ring.register_producer()
+    ring.try_read()
+    monkeypatch.setattr(ring_mod, "open_wake_writer", lambda *args: None)
+    assert _wake_latency(ring, ring) < 1.0
+    assert ring._q[ring_mod._W_WAKE_BROKEN] == 1
+
+
+def test_capped_back_off_without_futex_or_pipe(ring, monkeypatch):
+    ring.register_producer()
+    ring.try_read()
+    ring._wake_pipe.close()
+    ring._wake_pipe = None
+    monkeypatch.setattr(ring_mod._FUTEX, "available", False)
+    assert _wake_latency(ring, ring) < 1.0
+    while ring.try_write_batch([bytes(1000)]):
+        pass
+    reader = threading.Timer(0.05, lambda: ring.try_read(1))
+    reader.start()
+    try:
+        ring.write_batch([bytes(1000)], timeout=5)
+    finally:
+        reader.join()
+
+
+def test_wake_writer_refuses_an_fd_that_is_not_the_published_pipe(tmp_path):
+    from elastream.ipc._sync import WakePipe, open_wake_writer
+
+    pipe = WakePipe()
+    try:
+        assert open_wake_writer(os.getpid(), pipe.r, pipe.inode + 1) is None
+        with open(tmp_path / "f", "w") as f:
+            assert open_wake_writer(os.getpid(), f.fileno(), os.fstat(f.fileno()).st_ino) is None
+        fd = open_wake_writer(os.getpid(), pipe.r, pipe.inode)
+        assert fd is not None
+        os.close(fd)
+    finally:
+        pipe.close()
+
+
 def test_blocking_write_times_out_then_succeeds_after_a_read(ring):
     ring.register_producer()
     while ring.try_write_batch([bytes(1000)]):

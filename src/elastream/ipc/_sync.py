@@ -15,6 +15,8 @@ needs, each behind a small class so the ring reads as its algorithm.
   same segment; no file descriptor has to be passed to anyone). Where the
   syscall is unavailable (not Linux, unknown architecture) waiting falls back
   to a capped exponential back-off.
+* :class:`WakePipe` — the consumer's faster wake-up channel: a pipe whose
+  write end producers open through ``/proc/<pid>/fd/<n>``.
 * :func:`process_identity` / :func:`is_process_alive` — pid plus start time
   from ``/proc``, so a recycled pid or a zombie is not mistaken for a live
   producer.
@@ -39,6 +41,8 @@ import ctypes
 import mmap
 import os
 import platform
+import select
+import stat
 import threading
 import time
 
@@ -57,7 +61,7 @@ class AtomicWords:
 
         buf = bytearray(64)
         words = AtomicWords(memoryview(buf))
-        assert words.cas(8, 0, 5) and words.fetch_add(8, 2) == 5
+        assert words.cas(8, 0, 5) and words.fetch_add(8, 2) == 5 and words.exchange(8, 1) == 7
         words.release()
     """
 
@@ -68,7 +72,7 @@ class AtomicWords:
         self._local = threading.local()
         self._views: dict[int, object] = {}
         self._views_lock = threading.Lock()
-        self._fp_cas, self._fp_fetch_add, self._fp_store = _raw_functions()
+        self._fp_cas, self._fp_fetch_add, self._fp_store, self._fp_exchange = _raw_functions()
         self.fast = self._fp_cas is not None and self._self_test()
 
     def address(self, offset: int) -> int:
@@ -101,6 +105,15 @@ class AtomicWords:
             self._fp_store(self._base + offset, exp_addr, 5)
             return
         self._view(offset).store(value)
+
+    def exchange(self, offset: int, value: int) -> int:
+        """Atomically replace the word at ``offset`` with ``value``; return the old value."""
+        if self.fast:
+            exp, _, res, exp_addr, _, res_addr = self._scratch()
+            exp.value = value
+            self._fp_exchange(self._base + offset, exp_addr, 5, res_addr)
+            return res.value
+        return self._view(offset).exchange(value)
 
     def release(self) -> None:
         """Drop the buffer export and any ``atomics`` views (call before unmapping)."""
@@ -149,7 +162,11 @@ class AtomicWords:
                 return False
             exp.value = 1
             self._fp_store(addr, exp_addr, 5)
-            return probe[0] == 1
+            if probe[0] != 1:
+                return False
+            exp.value = 4
+            self._fp_exchange(addr, exp_addr, 5, res_addr)
+            return res.value == 1 and probe[0] == 4
         except Exception:  # noqa: BLE001 - any surprise means: use the public API
             return False
 
@@ -161,10 +178,10 @@ def _raw_functions() -> tuple:
         with ctx as view:
             core = view._core  # noqa: SLF001 - the package's resolved function pointers (atomics < 2)
             ops = (core.get_op_func(atomics.OpType.CMPXCHG_STRONG), core.get_op_func(atomics.OpType.FETCH_ADD),
-                   core.get_op_func(atomics.OpType.STORE))
-        return ops if all(ops) else (None, None, None)
+                   core.get_op_func(atomics.OpType.STORE), core.get_op_func(atomics.OpType.EXCHANGE))
+        return ops if all(ops) else (None, None, None, None)
     except Exception:  # noqa: BLE001
-        return None, None, None
+        return None, None, None, None
 
 
 # -- futex -------------------------------------------------------------------------------------
@@ -294,3 +311,70 @@ def _shm_open(name: str) -> int:
         return _posixshmem.shm_open("/" + name, os.O_RDWR, mode=0o600)
     except ImportError:
         return os.open(os.path.join("/dev/shm", name), os.O_RDWR)
+
+
+# -- the consumer's wake-up pipe -----------------------------------------------------------------
+class WakePipe:
+    """A non-blocking pipe a consumer sleeps on; producers in any process open its write end by path.
+
+    Waking a sleeping process through a pipe took about half as long as a
+    shared futex on the 2-vCPU machine this was measured on (≈45 µs vs ≈100
+    µs), and unlike an eventfd a pipe can be opened through
+    ``/proc/<pid>/fd/<n>`` by another process of the same user, so nothing has
+    to be passed at process start: the consumer publishes pid, fd number and
+    inode in the ring header, and :func:`open_wake_writer` checks the inode
+    before using what it opened (an fd number may have been reused).
+    """
+
+    def __init__(self) -> None:
+        self.r, self.w = os.pipe()
+        for fd in (self.r, self.w):
+            os.set_blocking(fd, False)
+            os.set_inheritable(fd, False)
+        self.inode = os.fstat(self.r).st_ino
+
+    def wait(self, timeout: float) -> None:
+        """Sleep until a producer writes (or ``timeout`` s pass), then drain the pipe. Releases the GIL."""
+        ready, _, _ = select.select([self.r], [], [], max(0.0, timeout))
+        if ready:
+            self.drain()
+
+    def drain(self) -> None:
+        try:
+            os.read(self.r, 4096)          # more pending bytes only make the next wait return early
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        for fd in (self.r, self.w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def open_wake_writer(pid: int, fd: int, inode: int) -> int | None:
+    """A write end of process ``pid``'s wake pipe (its fd ``fd``, inode ``inode``), or None if unreachable."""
+    try:
+        wfd = os.open(f"/proc/{pid}/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(wfd)
+        if stat.S_ISFIFO(st.st_mode) and st.st_ino == inode:
+            return wfd
+    except OSError:
+        pass
+    os.close(wfd)
+    return None
+
+
+def poke(fd: int) -> bool:
+    """Write one wake byte; True unless the reader is gone (a full pipe already holds a wake-up)."""
+    try:
+        os.write(fd, b"\x01")
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return True

@@ -83,12 +83,22 @@ have been reused, so keep ``stall_timeout`` far above any copy time.
 
 Waiting
 -------
-Producers and consumer never spin for long: after a ~50 µs poll they sleep on a
-futex word in the shared header (``futex(2)``, shared across processes, no file
-descriptor to pass) and are woken by the other side, which only makes the
-syscall when a sleeper has announced itself. Every sleep is capped at 50 ms so
-liveness checks run while idle. Without futex support waiting degrades to a
-capped exponential back-off (10 µs → 1 ms).
+Neither side spins for long: after a ~50 µs poll it announces itself in the
+header and sleeps, and the other side makes a wake-up syscall only when a
+sleeper has announced itself (one plain load otherwise).
+
+* The consumer sleeps on its *wake pipe*: it creates a pipe when it claims the
+  ring and publishes pid, fd number and inode in the header; a producer opens
+  the write end once through ``/proc/<pid>/fd/<n>`` (checking the inode) and
+  writes a byte. Nothing is passed at process start, so rings attached by
+  name work, and a pipe woke a sleeping process about twice as fast as a
+  shared futex here. If a producer cannot open the pipe (another pid
+  namespace, no ``/proc``), it sets a flag and everyone uses a futex on a
+  sequence word in the header instead.
+* Producers blocked on a full ring sleep on a futex on the read cursor itself.
+* Consumer sleeps are capped at 50 ms (liveness checks keep running while
+  idle), producer sleeps at 10 ms. Without futex support waiting degrades to
+  a capped exponential back-off (10 µs → 1 ms).
 
 Memory ordering: x86-64 total store order for plain aligned 8-byte loads and
 stores; every read-modify-write is an ``atomics`` operation (a full barrier).
@@ -109,7 +119,8 @@ from multiprocessing import resource_tracker, shared_memory
 from typing import Any
 
 from elastream.errors import ElastreamError
-from elastream.ipc._sync import AtomicWords, Futex, attach_segment, is_process_alive, process_identity
+from elastream.ipc._sync import (AtomicWords, Futex, WakePipe, attach_segment, is_process_alive, open_wake_writer,
+                                  poke, process_identity)
 
 __all__ = ["HEADER_BYTES", "RingClosedError", "RingStats", "SharedRing"]
 
@@ -134,7 +145,8 @@ _W_RPOS = 24                         # read cursor: stored by the consumer only
 _W_PRODUCERS = 32                    # registered | closed << 32, one CAS word
 _W_CONSUMER_TOKEN, _W_CONSUMER_PID, _W_CONSUMER_START = 33, 34, 35
 _W_DATA_SEQ, _W_DATA_WAITERS = 40, 41      # consumer sleeps here; producers wake it
-_W_SPACE_SEQ, _W_SPACE_WAITERS = 48, 49    # producers sleep here; the consumer wakes them
+_W_WAKE_TOKEN, _W_WAKE_PID, _W_WAKE_FD, _W_WAKE_INODE, _W_WAKE_BROKEN = 42, 43, 44, 45, 46  # its wake pipe
+_W_SPACE_WAITERS = 49                      # producers sleeping on the read cursor (a futex)
 (_W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, _W_FAILED_SKIPPED, _W_MAX_OCCUPANCY, _W_READ_WAIT_NS,
  _W_EMPTY_RECOVERIES, _W_SEQUENCE_ERRORS) = range(56, 64)
 _CTRL_WORDS = 64
@@ -145,11 +157,21 @@ _SLOT_WORDS = 16
 _FREE, _OPEN, _CLOSED = 0, 1, 2
 
 _LIVENESS_PERIOD = 0.02   # s between checks of a stuck writer's process
-_MAX_SLEEP = 0.05         # s: cap of one futex sleep, so liveness checks run while idle
+_MAX_SLEEP = 0.05         # s: cap of one consumer sleep, so liveness checks run while idle
+_SPACE_SLEEP = 0.01       # s: cap of one producer sleep on a full ring
 _SPIN = 50e-6             # s of polling before sleeping (a futex wake costs a context switch)
 _MIN_CAPACITY = 4096
 
 _FUTEX = Futex()
+_PID = os.getpid()
+
+
+def _refresh_pid() -> None:
+    global _PID
+    _PID = os.getpid()
+
+
+os.register_at_fork(after_in_child=_refresh_pid)
 
 
 class RingClosedError(ElastreamError):
@@ -290,6 +312,8 @@ class SharedRing:
         self._bound: dict[int, int] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._last_rejected = HEADER_BYTES + _ALIGN
+        self._wake_writer: tuple[int, int] = (0, -1)   # (consumer token, write fd of its wake pipe)
+        self._wake_lock = threading.Lock()
         # consumer side (this handle, when it is the consumer)
         self._consumer_lock = threading.Lock()
         self._token = 0
@@ -299,6 +323,7 @@ class SharedRing:
         self._expected_seq: dict[int, int] = {}
         self._empty_pos = -1
         self._empty_since = self._empty_next_check = 0.0
+        self._wake_pipe: WakePipe | None = None
         # runs on close() or when the handle is garbage collected: views first, then unmap, then unlink
         self._finalizer = weakref.finalize(self, _release, self._atomic, q, owner.close if owner else segment.close,
                                            self._unlinker)
@@ -340,6 +365,7 @@ class SharedRing:
             return
         try:
             self.release_consumer()
+            self._drop_wake_writer()
         finally:
             self._closed = True
             self._finalizer()
@@ -396,7 +422,7 @@ class SharedRing:
                 break
         if pid in self._own:
             self._own.remove(pid)
-        self._wake(_W_DATA_SEQ, _W_DATA_WAITERS, 1, force=True)
+        self._wake_consumer(force=True)
 
     def try_write_batch(self, payloads: Sequence[Any], target: int = 0, *, producer: int | None = None) -> bool:
         """Append one batch record holding ``payloads`` (Fig. 5c); False if the ring is full.
@@ -447,7 +473,7 @@ class SharedRing:
     def wait_writable(self, timeout: float | None = None, nbytes: int | None = None) -> bool:
         """Wait until a record of ``nbytes`` (default: the last write this handle was refused) fits.
 
-        Returns False on timeout. Sleeps on a futex; never spins for long.
+        Returns False on timeout. Sleeps on a futex on the read cursor; never spins for long.
         """
         self._check_open()
         size = self._last_rejected if nbytes is None else _record_size(nbytes)
@@ -481,23 +507,21 @@ class SharedRing:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 raise TimeoutError(f"ring {self.name}: nothing to read within {timeout} s")
-            self.wait_readable(remaining)
+            self._check_open()
+            if not self._readable():
+                self._wait_data(remaining, recheck=False)   # straight back to try_read after a wake-up
 
     def wait_readable(self, timeout: float | None = None) -> bool:
         """Wait until :meth:`try_read` can make progress or the stream has ended; False on timeout.
 
-        ``timeout=0`` is a non-blocking probe. Sleeps on a futex between polls.
+        ``timeout=0`` is a non-blocking probe. Sleeps on the wake pipe (or a futex); never spins for long.
         """
         self._check_open()
         if self._readable():
             return True
         if timeout is not None and timeout <= 0:
             return False
-        t0 = time.perf_counter()
-        try:
-            return self._wait_for(self._readable, _W_DATA_SEQ, _W_DATA_WAITERS, timeout)
-        finally:
-            self._q[_W_READ_WAIT_NS] += int((time.perf_counter() - t0) * 1e9)
+        return self._wait_data(timeout, recheck=True)
 
     def release_consumer(self) -> None:
         """Give up the consumer role so another handle (in any process) can take it over.
@@ -505,9 +529,13 @@ class SharedRing:
         Records already read stay marked READ and are not delivered again.
         """
         with self._consumer_lock:
-            if self._token and self._token_pid == os.getpid() and not self._closed:
+            if self._token and self._token_pid == _PID and not self._closed:
+                self._atomic.cas(_W_WAKE_TOKEN * 8, self._token, 0)
                 self._atomic.cas(_W_CONSUMER_TOKEN * 8, self._token, 0)
             self._token = 0
+            if self._wake_pipe is not None:
+                self._wake_pipe.close()
+                self._wake_pipe = None
 
     @property
     def at_eof(self) -> bool:
@@ -572,7 +600,7 @@ class SharedRing:
 
     def _bind(self, producer: int) -> None:
         """Record this process as the one writing for ``producer`` (for the consumer's liveness checks)."""
-        me = os.getpid()
+        me = _PID
         if self._bound.get(producer) != me:
             pid, start = process_identity(me)
             slot = self._slot(producer)
@@ -610,7 +638,7 @@ class SharedRing:
             q[slot + _P_RECORDS] += 1
             q[slot + _P_PAYLOADS] += len(lengths)
             q[slot + _P_BYTES] += length
-        self._wake(_W_DATA_SEQ, _W_DATA_WAITERS, 1)
+        self._wake_consumer()
         return True
 
     def _reserve(self, slot: int, size: int) -> tuple[int, int] | None:
@@ -677,7 +705,7 @@ class SharedRing:
             else:
                 self._atomic.cas(start, WRITING, FAILED)
             q[slot + _P_RESERVING] = 0
-            self._wake(_W_DATA_SEQ, _W_DATA_WAITERS, 1)
+            self._wake_consumer()
             raise
         return start >> 3
 
@@ -692,11 +720,11 @@ class SharedRing:
             return True
         if timeout is not None and timeout <= 0:
             return False
-        return self._wait_for(lambda: self._closed or self._fits(size), _W_SPACE_SEQ, _W_SPACE_WAITERS, timeout)
+        return self._wait_space(size, timeout)
 
     # == internals: consumer ========================================================================
     def _claim_consumer(self) -> None:
-        me = os.getpid()
+        me = _PID
         if self._token and self._token_pid == me:
             return
         q, token = self._q, secrets.randbits(62) | 1
@@ -716,6 +744,16 @@ class SharedRing:
         pid, start = process_identity(me)
         q[_W_CONSUMER_START], q[_W_CONSUMER_PID] = start, pid
         self._token, self._token_pid = token, me
+        if self._wake_pipe is not None:            # inherited across fork: not ours to use
+            self._wake_pipe = None
+        try:
+            pipe = WakePipe()
+        except OSError:
+            pipe = None
+        if pipe is not None:
+            q[_W_WAKE_PID], q[_W_WAKE_FD], q[_W_WAKE_INODE] = pid, pipe.r, pipe.inode
+            q[_W_WAKE_TOKEN] = token              # last: producers read the token first
+            self._wake_pipe = pipe
         self._head = self._scan = q[_W_RPOS]
         self._pending = []
         self._expected_seq = {}
@@ -780,8 +818,9 @@ class SharedRing:
             if occupancy > q[_W_MAX_OCCUPANCY]:
                 q[_W_MAX_OCCUPANCY] = occupancy
             self._head = head
-            self._atomic.store(_W_RPOS * 8, head)   # a full barrier before reading the waiter count
-            self._wake(_W_SPACE_SEQ, _W_SPACE_WAITERS, 1 << 30)
+            q[_W_RPOS] = head                       # frees the space (Fig. 5e) ...
+            if q[_W_SPACE_WAITERS] and _FUTEX.available:
+                _FUTEX.wake(self._atomic.address(_W_RPOS * 8), 1 << 30)   # ... and wakes blocked producers
         if records:
             q[_W_RECORDS_READ] += records
             q[_W_PAYLOADS_READ] += len(out)
@@ -878,42 +917,121 @@ class SharedRing:
         return self.at_eof
 
     # == internals: waiting =========================================================================
-    def _wait_for(self, predicate: Any, seq_word: int, waiters_word: int, timeout: float | None) -> bool:
-        """Poll ``predicate`` briefly, then sleep on the futex ``seq_word`` until it holds or time runs out."""
-        now = time.monotonic()
-        deadline = None if timeout is None else now + timeout
+    def _wait_data(self, timeout: float | None, recheck: bool) -> bool:
+        """The consumer waits for a publish: a short poll, then sleeps on its wake pipe (or the futex).
+
+        Announcing is a flag the consumer sets with a full barrier and a waker
+        clears just before it wakes, so nothing runs on the consumer's side
+        between a wake-up and its next read (the first code after a sleep is
+        the slow part of a wake-up). Every clear is followed by a wake, so a
+        cleared announcement never leaves the consumer asleep with data ready.
+        """
+        t0 = time.perf_counter()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        q, predicate = self._q, self._readable
+        try:
+            spin_end = t0 + _SPIN
+            while time.perf_counter() < spin_end:
+                if predicate():
+                    return True
+            while not self._closed:
+                remaining = _MAX_SLEEP if deadline is None else min(_MAX_SLEEP, deadline - time.monotonic())
+                if remaining <= 0:
+                    return predicate()
+                if not _FUTEX.available and self._wake_pipe is None:
+                    time.sleep(min(remaining, 1e-3))             # no wake-up channel: capped polling
+                else:
+                    self._atomic.store(_W_DATA_WAITERS * 8, 1)    # announce (a full barrier) ...
+                    seq = q[_W_DATA_SEQ]
+                    if predicate():                               # ... then re-check: no lost wake-up
+                        return True
+                    pipe = self._wake_pipe
+                    if pipe is not None and not q[_W_WAKE_BROKEN]:
+                        pipe.wait(remaining)
+                    else:
+                        _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, remaining)
+                if not recheck or predicate():
+                    return True
+            return False
+        finally:
+            if not self._closed:
+                q[_W_READ_WAIT_NS] += int((time.perf_counter() - t0) * 1e9)
+
+    def _wait_space(self, size: int, timeout: float | None) -> bool:
+        """A producer waits until ``size`` bytes fit: a short poll, then a futex sleep on the read cursor.
+
+        The producer announces itself (a counter, with a full barrier), re-checks, and sleeps on the low 32
+        bits of the read cursor it saw; the kernel compares them on entry, so a move of the cursor that the
+        re-check missed (the consumer publishes it with a plain store and then reads the counter) makes the
+        wait return at once — the consumer's side needs no atomic instruction. Sleeps are capped at 10 ms.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
         spin_end = time.perf_counter() + _SPIN
         while time.perf_counter() < spin_end:
-            if predicate():
+            if self._fits(size):
                 return True
-        q, backoff = self._q, 10e-6
-        while True:
-            if self._closed:
-                return False
-            remaining = _MAX_SLEEP if deadline is None else min(_MAX_SLEEP, deadline - time.monotonic())
+        backoff = 10e-6
+        while not self._closed:
+            remaining = _SPACE_SLEEP if deadline is None else min(_SPACE_SLEEP, deadline - time.monotonic())
             if remaining <= 0:
-                return predicate()
+                return self._fits(size)
             if _FUTEX.available:
-                seq = q[seq_word]
-                self._atomic.fetch_add(waiters_word * 8, 1)    # announce, with a full barrier ...
+                self._atomic.fetch_add(_W_SPACE_WAITERS * 8, 1)   # announce, with a full barrier ...
                 try:
-                    if predicate():                            # ... then re-check: no lost wake-up
+                    seen = self._q[_W_RPOS]
+                    if self._fits(size):                          # ... then re-check
                         return True
-                    _FUTEX.wait(self._atomic.address(seq_word * 8), seq, remaining)
+                    _FUTEX.wait(self._atomic.address(_W_RPOS * 8), seen, remaining)
                 finally:
                     if not self._closed:
-                        self._atomic.fetch_add(waiters_word * 8, -1)
+                        self._atomic.fetch_add(_W_SPACE_WAITERS * 8, -1)
             else:
-                time.sleep(min(backoff, remaining))
+                time.sleep(min(backoff, remaining))                # capped exponential back-off
                 backoff = min(backoff * 2, 1e-3)
-            if predicate():
-                return True
+            if self._closed or self._fits(size):
+                return not self._closed
+        return False
 
-    def _wake(self, seq_word: int, waiters_word: int, count: int, force: bool = False) -> None:
-        """Wake sleepers on ``seq_word`` — only if one has announced itself (the common case costs one load)."""
-        if (self._q[waiters_word] or force) and _FUTEX.available:
-            self._atomic.fetch_add(seq_word * 8, 1)
-            _FUTEX.wake(self._atomic.address(seq_word * 8), count)
+    def _wake_consumer(self, force: bool = False) -> None:
+        """After a publish: wake the consumer if it announced that it sleeps (the common case is one load)."""
+        q = self._q
+        if not (q[_W_DATA_WAITERS] or force):
+            return
+        # Clear the announcement, then wake. A plain store is enough: our publish (a CAS) is globally visible
+        # before we read the flag, so a consumer whose fresh announcement this overwrites sees the record in
+        # its re-check; and every clear is followed by a wake-up (the pipe keeps it until the next wait).
+        q[_W_DATA_WAITERS] = 0
+        token = q[_W_WAKE_TOKEN]
+        if token and not q[_W_WAKE_BROKEN]:
+            if self._wake_writer[0] != token:
+                self._open_wake_writer(token)
+            if self._wake_writer[0] == token and poke(self._wake_writer[1]):
+                return
+        if _FUTEX.available:
+            self._atomic.fetch_add(_W_DATA_SEQ * 8, 1)
+            _FUTEX.wake(self._atomic.address(_W_DATA_SEQ * 8), 1 << 30)
+
+    def _open_wake_writer(self, token: int) -> None:
+        q = self._q
+        with self._wake_lock:
+            if self._wake_writer[0] == token:
+                return
+            self._drop_wake_writer()
+            fd = open_wake_writer(q[_W_WAKE_PID], q[_W_WAKE_FD], q[_W_WAKE_INODE])
+            if fd is None:
+                if q[_W_WAKE_TOKEN] == token:
+                    q[_W_WAKE_BROKEN] = 1          # this producer cannot reach the pipe: everyone uses the futex
+                return
+            self._wake_writer = (token, fd)
+
+    def _drop_wake_writer(self) -> None:
+        token, fd = self._wake_writer
+        self._wake_writer = (0, -1)
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
 
 def _record_size(length: int) -> int:
@@ -925,9 +1043,14 @@ def _gather(payloads: Iterable[Any]) -> tuple[list[list[Any]], list[int]]:
     parts: list[list[Any]] = []
     lengths: list[int] = []
     for payload in payloads:
-        if type(payload) is bytes:
+        kind = type(payload)
+        if kind is bytes:
             parts.append([payload])
             lengths.append(len(payload))
+            continue
+        if kind is list and all(type(piece) is bytes for piece in payload):   # a codec's output
+            parts.append(payload)
+            lengths.append(sum(map(len, payload)))
             continue
         pieces = payload if isinstance(payload, (list, tuple)) else (payload,)
         views, n = [], 0

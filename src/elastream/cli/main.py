@@ -1,4 +1,4 @@
-"""``elastream`` command line entry point (subcommands: demo, bench, placement, policies).
+"""``elastream`` command line entry point (subcommands: demo, bench, datagen, placement, policies, query).
 
 Each subcommand lives in its own module under :mod:`elastream.cli`; this one
 only parses the first word and dispatches. Runs in the caller's thread.
@@ -19,7 +19,7 @@ import sys
 
 def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with one sub-parser per subcommand."""
-    from elastream.cli import bench, demo, placement
+    from elastream.cli import bench, datagen, demo, placement, query
 
     parser = argparse.ArgumentParser(prog="elastream", description="elastic stream processing engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -27,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     bench.add_parser(sub)
     placement.add_parser(sub)
+    datagen.add_parser(sub)
+    query.add_parser(sub)
     return parser
 
 

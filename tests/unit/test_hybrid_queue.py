@@ -249,7 +249,7 @@ def test_one_hot_key_still_finishes(scheme):
     inp, in_use, processed = _threaded_contract(scheme, keys, partitions=8)
     assert in_use.violations == []
     _check_per_key_order(keys, processed)
-    assert inp.statistics().max_partition_share >= 0.9
+    assert inp.statistics().max_partition_share >= keys.count("hot") / len(keys) > 0.85
 
 
 @pytest.mark.parametrize("reorder", REORDER_SCHEMES)
@@ -346,6 +346,13 @@ def test_partitioned_baseline_serves_only_the_worker_s_own_partitions():
 def test_partitioned_baseline_binds_threads_to_slots():
     q = PartitionedQueue(HashPartitioner(2), 2)
     slots = []
-    threads = [_start(lambda: slots.append(q.slot_of())) for _ in range(2)]
+    both_alive = threading.Barrier(2)  # thread ids are reused once a thread ends: keep both alive
+
+    def bind() -> None:
+        both_alive.wait(10)
+        slots.append(q.slot_of())
+        both_alive.wait(10)
+
+    threads = [_start(bind) for _ in range(2)]
     _join_all(threads)
     assert sorted(slots) == [0, 1]

@@ -68,9 +68,10 @@ test-and-set flag, all sequentially consistent. In CPython (GIL build):
   memory barrier, so all these operations are sequentially consistent, which
   is what the proof of Theorem 3.1 assumes.
 
-Statistics counters are per-thread cells (:class:`~elastream.ordered.serial.ThreadCounters`)
-for the adders and plain attributes written only by the flag holder for the
-sender, so counting takes no lock either.
+Statistics take no lock either: the sender's counters are plain attributes
+written only by the flag holder, and the adders' (refusals, flag
+contention, window span) are per-thread cells
+(:class:`~elastream.ordered.serial.ThreadCounters`).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ REORDER_SCHEMES = ("nonblocking", "lock")
 Emit = Callable[[Sequence[Any]], Any]
 
 # Per-thread adder counters of the non-blocking buffer (indices into a ThreadCounters cell).
-_ADDED, _REFUSED, _CONTENDED, _MAX_OCC = range(4)
+_REFUSED, _CONTENDED, _MAX_SPAN = range(3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +201,10 @@ class NonBlockingReorderBuffer:
        EMPTY (nothing ready is left unsent): the re-check after clearing the
        flag closes the race with an adder that stored its output just after
        the sender looked and just before the sender cleared the flag.
+
+    The common path (an accepted add) touches no shared counter: ``added``
+    is derived as ``emitted + pending``; refusals, flag contention and new
+    maxima of the window span go to per-thread cells.
     """
 
     scheme = "nonblocking"
@@ -211,7 +216,8 @@ class NonBlockingReorderBuffer:
         self._slots: list[Sequence[Any] | None] = [None] * capacity
         self._next = first_serial  # written only by the flag holder
         self._flag = threading.Lock()  # test-and-set via acquire(blocking=False); never waited on
-        self._counters = ThreadCounters(4)
+        self._counters = ThreadCounters(3)
+        self._span_hint = 0  # a filter for max-span updates; the exact maxima live in the cells
         self._emitted = 0  # sender-side counters: written only by the flag holder
         self._emitted_outputs = 0
         self._sender_rounds = 0
@@ -227,27 +233,15 @@ class NonBlockingReorderBuffer:
 
         Returns False — and stores nothing — if ``serial >= next + capacity``:
         the caller keeps its outputs and retries later. Never blocks.
-        Raises ``ValueError`` for a serial that was already added or released.
+        Raises ``ValueError`` for a serial that was already added or released
+        (a best-effort check: each serial must be added once).
         """
-        added = self._try_store(serial, outputs)
-        self._send_pending()
-        return added
-
-    def flush(self) -> int:
-        """Fig. 4 ``send_pending_outputs`` alone: emit what is ready unless another sender is active."""
-        return self._send_pending()
-
-    def pending(self) -> int:
-        """Accepted serials not yet released (a scan of the window)."""
-        return sum(1 for slot in list(self._slots) if slot is not None)
-
-    def _try_store(self, serial: int, outputs: Sequence[Any]) -> bool:
         # Fig. 4 try_add (L14-22). `next` only grows and cannot pass `serial`
         # before this slot is filled, so a window check on a stale `next` stays valid.
-        cell = self._counters.cell()
         n = self._next
         if serial >= n + self.capacity:
-            cell[_REFUSED] += 1
+            self._counters.cell()[_REFUSED] += 1
+            self._send_pending()
             return False
         if serial < n:
             raise _already_released(serial, n)
@@ -257,57 +251,61 @@ class NonBlockingReorderBuffer:
         if self._slots[i] is not None:
             raise _duplicate(serial)
         self._slots[i] = outputs
-        cell[_ADDED] += 1
-        span = serial - n + 1
-        if span > cell[_MAX_OCC]:
-            cell[_MAX_OCC] = span
+        if serial - n >= self._span_hint:
+            self._note_span(serial - n + 1)
+        self._send_pending()
         return True
 
+    def flush(self) -> int:
+        """Fig. 4 ``send_pending_outputs`` alone: emit what is ready unless another sender is active."""
+        return self._send_pending()
+
+    def pending(self) -> int:
+        """Accepted serials not yet released (a scan of the window)."""
+        return sum(1 for slot in list(self._slots) if slot is not None)
+
+    def _note_span(self, span: int) -> None:
+        cell = self._counters.cell()
+        if span > cell[_MAX_SPAN]:
+            cell[_MAX_SPAN] = span
+        self._span_hint = span  # racy on purpose: it only decides when to look at the cell
+
     def _send_pending(self) -> int:
+        """Fig. 4 ``send_pending_outputs`` (L24-43), with the recursion as a loop."""
         released = 0
+        slots, cap = self._slots, self.capacity
         while True:
-            if not self._flag.acquire(False):  # Fig. 4 L25: test_and_set failed, another worker sends
+            if not self._flag.acquire(False):  # L25: test_and_set failed, another worker is sending
                 self._counters.cell()[_CONTENDED] += 1
                 return released
+            self._sender_rounds += 1
             try:
-                released += self._drain()
+                n = self._next
+                while (outputs := slots[n % cap]) is not None:  # L27-35
+                    if outputs:
+                        self._emit(outputs)  # may raise: the slot and `next` stay (module docstring)
+                        self._emitted_outputs += len(outputs)
+                    slots[n % cap] = None  # clear before advancing (invariant 2)
+                    n += 1
+                    self._next = n
+                    self._emitted += 1
+                    released += 1
             finally:
-                self._flag.release()  # Fig. 4 L36: clear
-            # Fig. 4 L39-42: re-check, or an output stored after the last look but
-            # before the clear would wait for the next add (the lost wake-up).
-            if self._slots[self._next % self.capacity] is None:
+                self._flag.release()  # L36: clear
+            # L39-42: re-check, or an output stored after the last look but before
+            # the clear would wait for the next add (the lost wake-up).
+            if slots[self._next % cap] is None:
                 return released
             self._rechecks += 1
 
-    def _drain(self) -> int:
-        """Emit consecutive ready slots (Fig. 4 L27-35); the caller holds the flag."""
-        slots, cap, emit = self._slots, self.capacity, self._emit
-        self._sender_rounds += 1
-        released = 0
-        n = self._next
-        try:
-            while True:
-                i = n % cap
-                outputs = slots[i]
-                if outputs is None:
-                    return released
-                if outputs:
-                    emit(outputs)  # may raise: the slot and `next` stay (module docstring)
-                    self._emitted_outputs += len(outputs)
-                slots[i] = None  # clear before advancing (invariant 2)
-                n += 1
-                self._next = n
-                released += 1
-        finally:
-            self._emitted += released
-
     def statistics(self) -> ReorderStats:
         """A frozen snapshot (adder counters are summed over per-thread cells)."""
-        added, refused, contended, _ = self._counters.totals()
+        refused, contended, _ = self._counters.totals()
+        emitted, pending = self._emitted, self.pending()
         return ReorderStats(
-            scheme=self.scheme, capacity=self.capacity, added=added, refused=refused, emitted=self._emitted,
-            emitted_outputs=self._emitted_outputs, pending=self.pending(), next_serial=self._next,
-            max_occupancy=self._counters.maximum(_MAX_OCC), sender_rounds=self._sender_rounds,
+            scheme=self.scheme, capacity=self.capacity, added=emitted + pending, refused=refused,
+            emitted=emitted, emitted_outputs=self._emitted_outputs, pending=pending, next_serial=self._next,
+            max_occupancy=self._counters.maximum(_MAX_SPAN), sender_rounds=self._sender_rounds,
             contended=contended, blocked_s=0.0, rechecks=self._rechecks)
 
 

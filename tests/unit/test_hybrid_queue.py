@@ -356,3 +356,13 @@ def test_partitioned_baseline_binds_threads_to_slots():
     threads = [_start(bind) for _ in range(2)]
     _join_all(threads)
     assert sorted(slots) == [0, 1]
+
+
+@pytest.mark.parametrize("module", ["elastream.ordered.partitioning", "elastream.ordered.hybrid_queue",
+                                    "elastream.ordered.partitioned_queue"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

@@ -294,3 +294,12 @@ def test_serial_queue_assigns_serials_in_enqueue_order_under_concurrency():
         assert [i for _, (p, i) in taken if p == pid] == list(range(500))
     stats = q.statistics()
     assert (stats.puts, stats.taken, stats.backlog, stats.next_serial) == (2000, 2000, 0, 2000)
+
+
+@pytest.mark.parametrize("module", ["elastream.ordered.serial", "elastream.ordered.reorder"])
+def test_docstring_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 0 and result.failed == 0

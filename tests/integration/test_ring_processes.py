@@ -144,7 +144,7 @@ def process_scenarios(draw):
     return capacity, producers, draw(st.integers(1, 8))
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(process_scenarios())
 def test_producer_processes_deliver_every_record_once_in_order(scenario):
     capacity, producers, read_batch = scenario

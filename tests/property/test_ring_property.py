@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import struct
+import sys
 import threading
 import zlib
 from collections import defaultdict
@@ -76,9 +77,19 @@ def thread_scenarios(draw):
     return capacity, producers, read_batch
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(thread_scenarios())
-def test_threads_deliver_every_record_once_in_producer_order(scenario):
+@pytest.fixture
+def fine_grained_switching():
+    """Switch threads every microsecond so producers race inside reservations, not only between them."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(previous)
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(scenario=thread_scenarios())
+def test_threads_deliver_every_record_once_in_producer_order(fine_grained_switching, scenario):
     capacity, producers, read_batch = scenario
     with SharedRing.create(capacity, producers=len(producers)) as ring:
         ids = [ring.register_producer() for _ in producers]

@@ -184,8 +184,11 @@ def _permutation(n: int, seed: int) -> tuple[int, int]:
     return a % n or 1, (seed * 97 + 12345) % n
 
 
-class _Model:
-    """The generator's Spark DataFrames for one (sizes, seed); nothing runs until one is written."""
+class TpcxbbModel:
+    """The generator's Spark DataFrames for one (sizes, seed); nothing runs until one is written.
+
+    Example: ``TpcxbbModel(spark, TpcxbbSizes.for_scale(0.01), seed=7, null_chance=0.00025).item().count()``
+    """
 
     # Stream tags of the RNG, one per independent draw, so draws never share a hash input.
     T_TIME, T_STORE, T_CUST_MIX, T_CUST_U, T_CUST_N, T_LINES, T_CDEMO, T_HDEMO, T_ADDR = range(1, 10)
@@ -290,15 +293,20 @@ class _Model:
         out = out.withColumn("ss_net_paid_inc_tax", money(F.col("ss_net_paid") + F.col("ss_ext_tax")))
         return out.withColumn("ss_net_profit", money(F.col("ss_net_paid") - F.col("ss_ext_wholesale_cost")))
 
-    def web_clickstreams(self) -> DataFrame:
-        """Clicks of visits in chunks of 5: 4 visitor visits, then 1 buyer visit (§7 web_clickstreams)."""
-        F, rng, s, nc = self.F, self.rng, self.sizes, self.null_chance
+    def visits(self) -> DataFrame:
+        """One row per visit (before expansion into clicks): chunks of 5, the 5th a buyer visit (§7).
+
+        Columns: ``_visit`` (row id), ``_buyer``, ``_order`` (web order = row id / 5),
+        ``wcs_click_date_sk``, ``wcs_user_sk``, ``_order_time``, ``_browse`` (browse
+        clicks) and ``_lines`` (purchase clicks; 0 for visitor visits).
+        """
+        F, rng, s = self.F, self.rng, self.sizes
         v = F.col("id")
         order = F.floor(v / 5).cast("long")
         is_buyer = (F.pmod(v, F.lit(5)) == 4)
         buyer_user = self._customer_mixture(self.T_BUYER_MIX, self.T_BUYER_U, self.T_BUYER_N, order)
         visitor_user = F.when(rng.uniform(self.T_KNOWN, v) < 0.5, rng.integer(self.T_VUSER, 0, s.customers - 1, v))
-        visits = self._range(s.visits, 250_000).select(
+        return self._range(s.visits, 250_000).select(
             v.alias("_visit"), is_buyer.alias("_buyer"), order.alias("_order"),
             F.when(is_buyer, self._fact_date(order, s.orders)).otherwise(self._fact_date(v, s.visits))
             .alias("wcs_click_date_sk"),
@@ -307,6 +315,11 @@ class _Model:
             F.when(is_buyer, rng.integer(self.T_NBROWSE, 3, 6, v))
             .otherwise(rng.integer(self.T_NCLICK, 11, 21, v)).alias("_browse"),
             F.when(is_buyer, rng.integer(self.T_OLINES, 1, 14, order)).otherwise(F.lit(0)).alias("_lines"))
+
+    def web_clickstreams(self) -> DataFrame:
+        """Clicks of :meth:`visits`: browse clicks, then a buyer visit's purchase clicks (§7 web_clickstreams)."""
+        F, rng, s, nc = self.F, self.rng, self.sizes, self.null_chance
+        visits = self.visits()
         clicks = visits.withColumn("_click", F.explode(F.sequence(F.lit(1), (F.col("_browse") + F.col("_lines"))
                                                                   .cast("int"))))
         key = (F.col("_visit"), F.col("_click"))
@@ -396,7 +409,7 @@ def generate(out: str | Path, scale: float, seed: int = 0, *, spark: SparkSessio
         raise ValueError(f"unknown outputs {unknown}; known: {', '.join(ALL_OUTPUTS)}")
     spark = spark or get_session(master)
     sizes = TpcxbbSizes.for_scale(scale)
-    model = _Model(spark, sizes, seed, null_chance)
+    model = TpcxbbModel(spark, sizes, seed, null_chance)
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     (root / META_FILE).unlink(missing_ok=True)  # a half-written data set has no description

@@ -16,10 +16,13 @@ own way (the ring: a 50 µs poll, then its wake-up pipe). At 100 msg/s both
 ends idle between messages, and on this VM code that has not run for a few
 milliseconds runs 5-15x slower at first (caches and predictors lost, an
 interrupt to wake an idle vCPU), so one-way latency there is dominated by how
-much Python each transport runs per message — least for TCP. Then small-tuple throughput: batches of 256 ``(int, int, str)``
-tuples per record, ring + :class:`~elastream.ipc.PickleCodec` vs a Queue of
-the same lists. Processes start with ``spawn`` (or ``--start-method
-forkserver``); every message count is bounded and every wait has a timeout.
+much Python each transport runs per message — least for TCP.
+
+Then small-tuple throughput: batches of 256 ``(int, int, str)`` tuples per
+record, ring + :class:`~elastream.ipc.PickleCodec` vs a Queue of the same
+lists (both pickle the same list once per batch). Processes start with
+``spawn`` (or ``--start-method forkserver``); every message count is bounded
+and every wait has a timeout.
 """
 
 from __future__ import annotations

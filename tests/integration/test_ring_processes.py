@@ -255,3 +255,22 @@ def test_attaching_in_a_spawned_child_leaves_no_tracker_warnings_and_no_segment(
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == "", proc.stderr         # no "leaked shared_memory" warning, no tracker traceback
     assert proc.stdout.strip() not in ring_segments()
+
+
+def test_ipc_benchmark_runs_end_to_end_on_tiny_settings():
+    """``elastream bench ipc`` in miniature: every transport, sweep and ratio is produced."""
+    import argparse
+
+    from elastream.bench import ipc
+
+    parser = argparse.ArgumentParser()
+    ipc.add_arguments(parser)
+    args = parser.parse_args(["--sizes-kb", "10", "--rates", "1000", "--ring-multiples", "3", "--messages", "5",
+                              "--seconds", "0.01", "--tuples", "2560", "--repeat", "1"])
+    result = ipc.run(args)
+    [size_row] = result["latency_vs_size"]
+    assert {"ring", "queue", "tcp", "ring_vs_queue_p50", "ring_vs_tcp_p99"} <= set(size_row)
+    assert size_row["ring"]["n"] == 5 and size_row["ring"]["p50_us"] > 0
+    assert len(result["latency_vs_rate"]) == 1 and len(result["latency_vs_ring_size"]) == 1
+    assert result["throughput"]["tuples"] == 2560 and result["throughput"]["ratio"] > 0
+    assert "10kb_p50_reduction_vs_tcp" in result["summary"]

@@ -471,7 +471,7 @@ class SharedRing:
             self._add_slot(pid, _P_WAIT_NS, int((time.perf_counter() - t0) * 1e9))
 
     def wait_writable(self, timeout: float | None = None, nbytes: int | None = None) -> bool:
-        """Wait until a record of ``nbytes`` (default: the last write this handle was refused) fits.
+        """Wait until a record with ``nbytes`` of payload (default: the last write this handle was refused) fits.
 
         Returns False on timeout. Sleeps on a futex on the read cursor; never spins for long.
         """
@@ -540,6 +540,7 @@ class SharedRing:
     @property
     def at_eof(self) -> bool:
         """True once every producer has closed and every record has been consumed."""
+        self._check_open()
         q = self._q
         word = q[_W_PRODUCERS]
         return self._ended(word & _M32, word >> 32) and q[_W_RPOS] == q[_W_WPOS]
@@ -744,7 +745,8 @@ class SharedRing:
         pid, start = process_identity(me)
         q[_W_CONSUMER_START], q[_W_CONSUMER_PID] = start, pid
         self._token, self._token_pid = token, me
-        if self._wake_pipe is not None:            # inherited across fork: not ours to use
+        if self._wake_pipe is not None:            # inherited across fork: our copies of the parent's fds
+            self._wake_pipe.close()
             self._wake_pipe = None
         try:
             pipe = WakePipe()

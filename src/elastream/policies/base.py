@@ -33,8 +33,22 @@ class TaskView(Protocol):
     tuples_in: int
     tuples_out: int
 
+    position: int  # longest path from a source (pipeline order)
+    workers: int  # workers running it now
+    max_workers: int  # most workers it may have at once (ordered-multicore §6)
+    upstream: list
+    downstream: list
+
     @property
     def queued(self) -> int: ...  # tuples waiting in the input buffers
+
+    @property
+    def cost_per_tuple(self) -> float: ...  # measured worker seconds per input tuple
+
+    @property
+    def selectivity(self) -> float: ...  # measured outputs per input tuple
+
+    def output_queued(self) -> int: ...  # tuples waiting in the buffers it feeds
 
     def front_times(self) -> tuple[float, float] | None: ...  # (enqueue, origin) of the oldest tuple
 
@@ -78,8 +92,21 @@ class BasePolicy:
     def on_tick(self, stats: FlowStats) -> None:
         return None
 
+    #: A ready operator not run for this long is picked first (aging): strict
+    #: priority heuristics would otherwise starve an independent branch.
+    starvation_s: ClassVar[float] = 0.25
+
+    def starving(self, ready: Collection[TaskView], now: float) -> TaskView | None:
+        """The least recently run ready operator if it has waited past ``starvation_s``."""
+        oldest = min(ready, key=_last_scheduled)
+        return oldest if now - oldest.last_scheduled > self.starvation_s else None
+
     def _tie_break(self, best: list[TaskView]) -> TaskView:
         return best[0] if len(best) == 1 else self.rng.choice(best)
 
     def __repr__(self) -> str:
         return f"<policy {self.name}>"
+
+
+def _last_scheduled(task: TaskView) -> float:
+    return task.last_scheduled

@@ -22,6 +22,34 @@ class CompiledFlow:
     contexts: dict[str, Context]
 
 
+def _link(tasks: dict[str, Task]) -> None:
+    """Fill upstream/downstream lists and each task's position (longest path from a source)."""
+    for task in tasks.values():
+        for subs in task.outputs:
+            for buf in subs:
+                if buf.owner not in task.downstream:
+                    task.downstream.append(buf.owner)
+                if task not in buf.owner.upstream:
+                    buf.owner.upstream.append(task)
+    indegree = {t: sum(1 for u in t.upstream if not _is_control_edge(u, t)) for t in tasks.values()}
+    ready = [t for t in tasks.values() if indegree[t] == 0]
+    while ready:
+        t = ready.pop()
+        for d in t.downstream:
+            if _is_control_edge(t, d):
+                continue
+            d.position = max(d.position, t.position + 1)
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                ready.append(d)
+
+
+def _is_control_edge(src: Task, dst: Task) -> bool:
+    """True when every connection src → dst enters a control input (feedback loops)."""
+    ports = [b.port for subs in src.outputs for b in subs if b.owner is dst]
+    return bool(ports) and all(p in dst.op.control_inputs for p in ports)
+
+
 def task_class(op: object) -> type[Task]:
     """Which driver runs an operator."""
     if isinstance(op, SourceOperator):
@@ -46,6 +74,7 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int) -> Compile
         src.outputs[c.src_port].append(buf)
         buf.publishers.append(src)
         buf.open_publishers += 1
+    _link(tasks)
     contexts = {}
     for name, task in tasks.items():
         inputs = [InputPort(b, task, i) for i, b in enumerate(task.inputs)]

@@ -76,6 +76,7 @@ class Scheduler:
     def release(self, worker: Worker, task: Task, outcome: Outcome) -> Task | None:
         """Apply ``task``'s outcome and hand ``worker`` its next task in one lock hold."""
         with self.lock:
+            task.workers -= 1
             self._apply(task, outcome)
             return self._next_locked(worker)
 
@@ -90,6 +91,7 @@ class Scheduler:
                 task = self.policy.pick(ready.keys(), perf_counter()) if len(ready) > 1 else next(iter(ready))
                 del ready[task]
                 task.state = RUNNING
+                task.workers += 1
                 return task
             timeout = max(0.0, self._timers[0][0] - perf_counter()) if self._timers else 1.0
             self.idle_workers += 1

@@ -49,6 +49,13 @@ class Task:
         self.context: Context | None = None
         self.opened = False
         self.is_source = op.n_inputs == 0
+        # Graph position, set by the compiler: publishers, subscribers and the
+        # longest path from a source (the "pipeline order" of ordered-multicore §6).
+        self.upstream: list[Task] = []
+        self.downstream: list[Task] = []
+        self.position = 0
+        self.max_workers = max(1, int(getattr(op, "max_workers", 1) or 1))
+        self.workers = 0
         # Wait conditions, owned by the scheduler (changed under its lock).
         self.read_wait: dict[PortBuffer, int] = {}
         self.read_mode = WaitMode.CONJ
@@ -114,6 +121,23 @@ class Task:
             if t is not None and (best is None or t[0] < best[0]):
                 best = t
         return best
+
+    @property
+    def cost_per_tuple(self) -> float:
+        """Measured worker seconds per input tuple (per output tuple for a source); 0 before any."""
+        n = self.tuples_out if self.is_source else self.tuples_in
+        return self.busy_s / n if n else 0.0
+
+    @property
+    def selectivity(self) -> float:
+        """Measured outputs per input tuple (1 for sources and before any input)."""
+        if self.is_source or not self.tuples_in:
+            return 1.0
+        return self.tuples_out / self.tuples_in
+
+    def output_queued(self) -> int:
+        """Tuples waiting in the buffers this operator feeds (its "output queue")."""
+        return sum(b.count for subs in self.outputs for b in subs)
 
     def free_downstream(self) -> int:
         """Smallest free space over the subscribing downstream buffers (-1: no outputs)."""

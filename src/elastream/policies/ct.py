@@ -1,0 +1,48 @@
+"""Current throughput (ordered-multicore §6.4): the operator with the lowest effective throughput.
+
+n_i = (T_i + w_i × s) / (c_i × cs_i) (eq. 3): T_i the worker time spent on the
+operator in the current window, w_i its workers now, s the time slice,
+c_i its cost per tuple and cs_i its cumulative selectivity. Windows are the
+monitor's periods: ``on_tick`` starts a new one.
+"""
+
+from __future__ import annotations
+
+from elastream.policies.base import BasePolicy
+from elastream.policies.features import all_tasks, cumulative_selectivities
+from elastream.policies.registry import register
+
+UNMEASURED_COST = 1e-6
+TIME_SLICE_S = 0.05  # s of eq. 3: the runner's default quantum
+
+
+@register("ct")
+class CurrentThroughputPolicy(BasePolicy):
+    """Lowest eq. 3 throughput wins (the likely bottleneck)."""
+
+    wants_ticks = True
+
+    def __init__(self, seed: int | None = None):
+        super().__init__(seed)
+        self._window_start: dict[str, float] = {}
+        self._pending_window = False
+
+    def on_tick(self, stats) -> None:
+        self._pending_window = True  # the next pick snapshots busy times: a new window
+
+    def pick(self, ready, now):
+        old = self.starving(ready, now)
+        if old is not None:
+            return old
+        tasks = all_tasks(ready)
+        if self._pending_window or not self._window_start:
+            self._window_start = {t.name: t.busy_s for t in tasks}
+            self._pending_window = False
+        cs = cumulative_selectivities(tasks)
+        return min(ready, key=lambda t: self.effective_tuples(t, cs[t]))
+
+    def effective_tuples(self, task, cs: float) -> float:
+        """n_i^w of eq. 3."""
+        spent = task.busy_s - self._window_start.get(task.name, task.busy_s)
+        cost = task.cost_per_tuple or UNMEASURED_COST
+        return (spent + task.workers * TIME_SLICE_S) / (cost * max(cs, 1e-9))

@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4], help="light/pipeline worker counts")
     parser.add_argument("--capacity", type=int, default=1024, help="reorder buffer capacity (slots)")
     parser.add_argument("--budget", type=int, default=4, help="tuples per take of a partitioned input")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions of light/pipeline/skew; best is kept")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions of light/pipeline/skew; best is kept")
     parser.add_argument("--light-tuples", type=int, default=20_000)
     parser.add_argument("--light-cost-us", type=float, default=10.0, help="light operator cost per tuple")
     parser.add_argument("--emit-cost-us", type=float, nargs="+", default=[0.0, 5.0],
@@ -363,12 +363,14 @@ def run_skew(args: argparse.Namespace) -> list[dict[str, Any]]:
     for sigma in args.skew_sigmas:
         keys = gaussian_keys(args.skew_tuples, sigma, random.Random(args.seed))
         row: dict[str, Any] = {"sigma": sigma}
-        for scheme in ("hybrid", "partitioned"):
-            _progress(f"skew σ={sigma:g}: {scheme}")
-            best = max((run_partitioned(scheme, keys, args.skew_workers,
-                                        partitions_for(scheme, args.skew_workers, args), work, args)
-                        for _ in range(max(1, args.repeat))), key=lambda r: r["throughput_tuples_per_s"])
-            row[scheme] = best
+        _progress(f"skew σ={sigma:g}")
+        runs: dict[str, list[dict[str, Any]]] = {"hybrid": [], "partitioned": []}
+        for _ in range(max(1, args.repeat)):  # alternate the schemes so load bursts hit both
+            for scheme, mine in runs.items():
+                mine.append(run_partitioned(scheme, keys, args.skew_workers,
+                                            partitions_for(scheme, args.skew_workers, args), work, args))
+        for scheme, mine in runs.items():
+            row[scheme] = _best(mine, "throughput_tuples_per_s")
         row["hybrid_vs_partitioned_throughput"] = (row["hybrid"]["throughput_tuples_per_s"]
                                                    / row["partitioned"]["throughput_tuples_per_s"])
         rows.append(row)
@@ -406,16 +408,21 @@ def _best(rows: list[dict[str, Any]], field: str) -> dict[str, Any]:
 
 def sweep_schemes(name: str, args: argparse.Namespace, once: Callable[[str, int], dict[str, Any]],
                   field: str) -> list[dict[str, Any]]:
-    """Best of ``repeat`` runs per (scheme, workers), with speed-up over the same scheme on 1 worker."""
-    rows = []
-    for scheme in ("nonblocking", "lock"):
-        for workers in args.workers:
-            _progress(f"{name}: {scheme}, {workers} workers")
-            rows.append(_best([once(scheme, workers) for _ in range(max(1, args.repeat))], field))
-        base = next((r[field] for r in rows if r["scheme"] == scheme and r["workers"] == 1), None)
-        for r in rows:
-            if r["scheme"] == scheme:
-                r["speedup_vs_1_worker"] = r[field] / base if base else None
+    """Best of ``repeat`` runs per (scheme, workers), with speed-up over the same scheme on 1 worker.
+
+    Repetitions are the outer loop, so a burst of load from other processes
+    hits every configuration alike instead of one scheme's runs.
+    """
+    configs = [(scheme, workers) for scheme in ("nonblocking", "lock") for workers in args.workers]
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
+    for i in range(max(1, args.repeat)):
+        _progress(f"{name}: repetition {i + 1} of {max(1, args.repeat)}")
+        for scheme, workers in configs:
+            runs[scheme, workers].append(once(scheme, workers))
+    rows = [_best(runs[c], field) for c in configs]
+    for r in rows:
+        base = next((b[field] for b in rows if b["scheme"] == r["scheme"] and b["workers"] == 1), None)
+        r["speedup_vs_1_worker"] = r[field] / base if base else None
     return rows
 
 

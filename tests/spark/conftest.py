@@ -4,7 +4,7 @@
   master (``local[*]``) and 4 shuffle partitions — the same cached session the
   CLI uses in-process, so CLI tests start no second JVM. Stopped at the end.
 * ``tpcxbb_data``: a scale-0.01 data set (seed 11) generated once into a
-  session temp folder.
+  session temp folder, its streams split into files of 20 000 rows.
 * ``write_tables``: write hand-made tables (lists of dicts) as Parquet with
   the spec §2 types of the columns given, for the edge-case tests.
 """
@@ -40,7 +40,7 @@ def tpcxbb_data(spark, tmp_path_factory) -> Path:
     from elastream.spark.datagen import generate
 
     out = tmp_path_factory.mktemp("tpcxbb") / f"sf{SCALE}"
-    generate(out, SCALE, SEED, spark=spark)
+    generate(out, SCALE, SEED, spark=spark, stream_file_rows=20_000)  # several stream files: their order counts
     return out
 
 

@@ -20,9 +20,9 @@ What follows K's generator model (spec §7), row for row:
   its own item, page and time of day) and 1 buyer visit (3–6 browse clicks,
   then one purchase click per order line sharing the order's time and sales
   key, with the hot-item mixture). A visit shares one date.
-* **item** (9 categories with the dictionary's weights; hot items 10000–10002
-  in categories 1–3, 10001 in Music, 10003 in Electronics, so Q1–Q3 are
-  non-trivial), **web_page** (8 types, uniform), **date_dim**
+* **item** (9 categories with the dictionary's weights; hot items 10000 and
+  10002 in Home & Kitchen, 10001 in Music, 10003 in Electronics, as K's SF1
+  answers of Q1 and Q3 imply), **web_page** (8 types, uniform), **date_dim**
   (1900-01-01..2200-01-01, ``d_date_sk`` = days since 1900-01-01, §1),
   **time_dim**, **customer**, **store**.
 
@@ -74,7 +74,9 @@ FIRST_FACT_DATE_SK = 36_890  # 2001-01-01, days since 1900-01-01 (§1)
 FACT_DAYS = 1_828  # 2001-01-01 .. 2006-01-02 inclusive (§1)
 DATE_DIM_DAYS = 109_574  # 1900-01-01 .. 2200-01-01 inclusive (§7)
 HOT_ITEMS = (10000, 10001, 10002, 10003)  # §7: 5% of order lines in both channels
-HOT_ITEM_CATEGORY = {10000: 3, 10001: 2, 10002: 1, 10003: 5}  # §7 "Inference from the SF1 golden Q1 answer"
+# §7 "Inference from the SF1 golden Q1 answer": 10000–10002 in categories 1–3 (Q1's pairs), 10001 in 2 or 3
+# (Q3's (10001, 10001) row); and since K's Q3 top rows hold no other hot item, 10000 and 10002 are not in 2–3.
+HOT_ITEM_CATEGORY = {10000: 1, 10001: 2, 10002: 1, 10003: 5}
 STORE_FOR_QUERIES = 10  # Q1's and Q15's store (§3)
 PAGE_TYPES = ("general", "order", "welcome", "ad", "feedback", "protected", "dynamic", "review")  # §7
 #: The 9 major categories and their share of items (§1, §7), id → (name, weight in %).
@@ -86,6 +88,7 @@ CATEGORIES: dict[int, tuple[str, float]] = {
 ALL_OUTPUTS: tuple[str, ...] = (*TABLES, *STREAMS)
 STORE_CHANNEL, WEB_CHANNEL = 1, 2  # hash salts of the two sales channels' item draws
 _U53 = float(1 << 53)
+_SECOND_DRAW = 1_000  # tag offset of a normal draw's second uniform, outside every other tag
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +170,7 @@ class _Rng:
         """A standard normal draw (Box–Muller over two uniforms)."""
         F = self._F
         u1 = F.lit(1.0) - self.uniform(tag, *keys)  # (0, 1]: log stays finite
-        u2 = self.uniform(tag + 1, *keys)
+        u2 = self.uniform(tag + _SECOND_DRAW, *keys)
         return F.sqrt(F.lit(-2.0) * F.log(u1)) * F.cos(F.lit(2 * math.pi) * u2)
 
     def null_unless(self, tag: int, chance: float, value: Column, *keys: Column) -> Column:
@@ -195,7 +198,7 @@ class TpcxbbModel:
     T_ITEM_MIX, T_ITEM_U, T_ITEM_HOT, T_ITEM_N, T_PROMO, T_QTY = range(20, 26)
     T_WHOLESALE, T_MARKUP, T_DISCOUNT, T_COUPON_P, T_COUPON, T_TAX = range(30, 36)
     T_KNOWN, T_VUSER, T_NCLICK, T_CTIME, T_CITEM, T_CPAGE, T_NBROWSE, T_OTIME, T_OLINES = range(40, 49)
-    T_BUYER_MIX, T_BUYER_U, T_BUYER_N, T_CATEGORY, T_PAGE_OFFSET = range(50, 55)
+    T_BUYER_MIX, T_BUYER_U, T_BUYER_N, T_CATEGORY = range(50, 54)
     T_NULL_STORE, T_NULL_CUST, T_NULL_ITEM, T_NULL_PAGE, T_NULL_CAT = range(60, 65)
 
     def __init__(self, spark: SparkSession, sizes: TpcxbbSizes, seed: int, null_chance: float) -> None:
@@ -394,12 +397,14 @@ class TpcxbbModel:
 
 def generate(out: str | Path, scale: float, seed: int = 0, *, spark: SparkSession | None = None,
              master: str | None = None, progress: StageProgress | None = None, null_chance: float = 0.00025,
-             outputs: Iterable[str] = ALL_OUTPUTS) -> DatagenResult:
+             outputs: Iterable[str] = ALL_OUTPUTS, stream_file_rows: int = 1_000_000) -> DatagenResult:
     """Generate the tables and streams of scale ``scale`` into ``out`` (overwriting them); return what was written.
 
     ``spark`` defaults to :func:`~elastream.spark.session.get_session` on
     ``master``. ``outputs`` restricts what is written (names of
-    :data:`ALL_OUTPUTS`). Writes ``out/_tpcxbb.json`` describing the data set.
+    :data:`ALL_OUTPUTS`). Each stream is written as files of about
+    ``stream_file_rows`` rows, in order. Writes ``out/_tpcxbb.json``
+    describing the data set.
     """
     from elastream.spark.session import get_session
 
@@ -433,14 +438,25 @@ def generate(out: str | Path, scale: float, seed: int = 0, *, spark: SparkSessio
                 rows[table], steps[table] = _write(frame.select(*TABLES[table].names), root / table, table,
                                                    progress)
             if stream in chosen:
-                ordered = frame.select(*STREAMS[stream].names).orderBy(*STREAM_ORDER[stream])
-                rows[stream], steps[stream] = _write(ordered, root / stream, stream, progress)
+                rows[stream], steps[stream] = _write(_sorted_stream(frame, stream, stream_file_rows), root / stream,
+                                                     stream, progress)
         finally:
             frame.unpersist()
     result = DatagenResult(out=root, scale=scale, seed=seed, rows=rows, seconds=time.perf_counter() - start,
                            step_seconds=steps)
     _write_meta(root, result, sizes, null_chance)
     return result
+
+
+def _sorted_stream(frame: DataFrame, stream: str, file_rows: int) -> DataFrame:
+    """``frame`` in the total order of §5, range-partitioned into files of about ``file_rows`` rows.
+
+    Range partitions are ordered and each is sorted, so the part files read in
+    name order (``part-00000``, ``part-00001`` …) are the stream in order.
+    """
+    order = STREAM_ORDER[stream]
+    files = max(1, math.ceil(frame.count() / file_rows))
+    return frame.select(*STREAMS[stream].names).repartitionByRange(files, *order).sortWithinPartitions(*order)
 
 
 def _write(frame: DataFrame, path: Path, label: str, progress: StageProgress | None) -> tuple[int, float]:

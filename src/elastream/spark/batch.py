@@ -104,9 +104,11 @@ def q02(t: SparkTables, p: Q02Params) -> DataFrame:
     clicks = t["web_clickstreams"].where(F.col("wcs_item_sk").isNotNull() & F.col("wcs_user_sk").isNotNull()) \
         .select(F.col("wcs_user_sk").alias("user"), F.col("wcs_item_sk").alias("item"),
                 tstamp("wcs_click_date_sk", "wcs_click_time_sk").alias("ts"))
-    session_items = sessionize(clicks, "user", "ts", p.session_timeout_s).select("user", "session", "item").distinct()
-    with_target = session_items.where(F.col("item") == p.item_sk).select("user", "session")
-    together = session_items.join(with_target, ["user", "session"], "left_semi").where(F.col("item") != p.item_sk)
+    # One item set per session (each item counts once); keep the sets holding the product (§4 Q2).
+    sessions = sessionize(clicks, "user", "ts", p.session_timeout_s).groupBy("user", "session") \
+        .agg(F.collect_set("item").alias("items"))
+    together = sessions.where(F.array_contains("items", p.item_sk)).select(F.explode("items").alias("item")) \
+        .where(F.col("item") != p.item_sk)
     return together.groupBy(F.col("item").alias("item_sk_1")).agg(F.count(F.lit(1)).alias("cnt")) \
         .select("item_sk_1", F.lit(p.item_sk).cast("long").alias("item_sk_2"), "cnt") \
         .orderBy(F.col("cnt").desc(), F.col("item_sk_1").asc()).limit(p.limit)

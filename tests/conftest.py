@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -93,3 +95,35 @@ def poll_until(pred: Callable[[], object], timeout: float = 10.0, what: str = "c
 def wait_until() -> Callable[..., object]:
     """``wait_until(pred, timeout=10, what="...")``: see :func:`poll_until`."""
     return poll_until
+
+
+SHM = "/dev/shm"
+
+
+def ring_segments() -> set[str]:
+    """Names of elastream ring segments in /dev/shm."""
+    return {n for n in os.listdir(SHM) if n.startswith("esring_")} if os.path.isdir(SHM) else set()
+
+
+def created_here(name: str) -> bool:
+    """Was segment ``name`` created by this process? (Other sessions may be creating rings right now.)"""
+    try:
+        with open(os.path.join(SHM, name), "rb") as f:
+            header = f.read(80)
+    except OSError:
+        return False
+    return len(header) == 80 and struct.unpack_from("<Q", header, 64)[0] == os.getpid()
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_ring_segments():
+    """Every ring a test creates is unlinked by the end of the test (3 s grace for asynchronous ends)."""
+    before = ring_segments()
+    yield
+    deadline = time.monotonic() + 3.0
+    while True:
+        leaked = {name for name in ring_segments() - before if created_here(name)}
+        if not leaked or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not leaked, f"shared-memory segments left in {SHM}: {sorted(leaked)}"

@@ -15,18 +15,6 @@ from elastream.processes import WorkerProcessError
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
-def shm_segments() -> set[str]:
-    return {p.name for p in Path("/dev/shm").iterdir()} if Path("/dev/shm").exists() else set()
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_segments():
-    before = shm_segments()
-    yield
-    deadline = time.monotonic() + 3
-    while time.monotonic() < deadline and shm_segments() - before:
-        time.sleep(0.05)
-    assert shm_segments() - before == set(), "shared-memory segments leaked"
 
 
 def chain(n: int, maps: int = 6) -> es.Flow:

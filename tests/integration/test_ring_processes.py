@@ -32,35 +32,14 @@ from hypothesis import strategies as st
 
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import SharedRing
+from conftest import ring_segments
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-SHM = "/dev/shm"
 PAYLOAD_HEAD = struct.Struct("<HIII")     # producer, seq, body length, crc32(body)
 FORK = mp.get_context("fork")
 SPAWN = mp.get_context("spawn")
 
-
-def ring_segments() -> set[str]:
-    return {n for n in os.listdir(SHM) if n.startswith("esring_")} if os.path.isdir(SHM) else set()
-
-
-def created_here(name: str) -> bool:
-    """Was segment ``name`` created by this process? (Other sessions may be creating rings right now.)"""
-    try:
-        with open(os.path.join(SHM, name), "rb") as f:
-            header = f.read(80)
-    except OSError:
-        return False
-    return len(header) == 80 and struct.unpack_from("<Q", header, 64)[0] == os.getpid()
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_segments():
-    before = ring_segments()
-    yield
-    leaked = {name for name in ring_segments() - before if created_here(name)}
-    assert not leaked, f"shared-memory segments left in {SHM}: {sorted(leaked)}"
 
 
 def make_payload(producer: int, seq: int, n: int) -> bytes:

@@ -23,33 +23,9 @@ import pytest
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import Codec, CodecError, PickleCodec, RingClosedError, RingStats, SharedRing
 from elastream.ipc.ring import HEADER_BYTES, READY, WRITING
+from conftest import ring_segments
 
 pytestmark = pytest.mark.timeout(30)
-
-SHM = "/dev/shm"
-
-
-def ring_segments() -> set[str]:
-    return {n for n in os.listdir(SHM) if n.startswith("esring_")} if os.path.isdir(SHM) else set()
-
-
-def created_here(name: str) -> bool:
-    """Was segment ``name`` created by this process? (Other sessions may be creating rings right now.)"""
-    try:
-        with open(os.path.join(SHM, name), "rb") as f:
-            header = f.read(80)
-    except OSError:
-        return False
-    return len(header) == 80 and struct.unpack_from("<Q", header, 64)[0] == os.getpid()
-
-
-@pytest.fixture(autouse=True)
-def no_leaked_segments():
-    """Every ring a test creates is unlinked by the end of the test."""
-    before = ring_segments()
-    yield
-    leaked = {name for name in ring_segments() - before if created_here(name)}
-    assert not leaked, f"shared-memory segments left in {SHM}: {sorted(leaked)}"
 
 
 @pytest.fixture

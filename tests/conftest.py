@@ -14,8 +14,6 @@
 
 from __future__ import annotations
 
-import os
-import struct
 import threading
 import time
 from collections.abc import Callable
@@ -23,6 +21,7 @@ from collections.abc import Callable
 import pytest
 
 import elastream as es
+from ring_segments_check import SHM, created_here, ring_segments
 
 THREAD_PREFIX = "elastream-"
 JOIN_GRACE_S = 2.0
@@ -95,24 +94,6 @@ def poll_until(pred: Callable[[], object], timeout: float = 10.0, what: str = "c
 def wait_until() -> Callable[..., object]:
     """``wait_until(pred, timeout=10, what="...")``: see :func:`poll_until`."""
     return poll_until
-
-
-SHM = "/dev/shm"
-
-
-def ring_segments() -> set[str]:
-    """Names of elastream ring segments in /dev/shm."""
-    return {n for n in os.listdir(SHM) if n.startswith("esring_")} if os.path.isdir(SHM) else set()
-
-
-def created_here(name: str) -> bool:
-    """Was segment ``name`` created by this process? (Other sessions may be creating rings right now.)"""
-    try:
-        with open(os.path.join(SHM, name), "rb") as f:
-            header = f.read(80)
-    except OSError:
-        return False
-    return len(header) == 80 and struct.unpack_from("<Q", header, 64)[0] == os.getpid()
 
 
 @pytest.fixture(autouse=True)

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import SharedRing
-from conftest import ring_segments
+from ring_segments_check import ring_segments
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 

@@ -23,7 +23,7 @@ import pytest
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import Codec, CodecError, PickleCodec, RingClosedError, RingStats, SharedRing
 from elastream.ipc.ring import HEADER_BYTES, READY, WRITING
-from conftest import ring_segments
+from ring_segments_check import ring_segments
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -72,9 +72,9 @@ class ProcessRunHandle:
         self._rings: list[Any] = []
         self._done = threading.Event()
         self._shutdown_sent = False
+        self._stop_requested_at: float | None = None
         self._explicit_shutdown = False
         self._failure: BaseException | None = None
-        self._failure_time: float | None = None
         self._result: Any = None
         edges = cross_edges(flow, self.assignment)
         ring_names: dict[int, str] = {}
@@ -137,7 +137,8 @@ class ProcessRunHandle:
                     if child.final is None:
                         self._fail(WorkerProcessError(child.spec.index, child.pid or child.process.pid,
                                                       child.process.exitcode, child.operators))
-            if self._failure_time is not None and perf_counter() - self._failure_time > grace:
+            asked = self._stop_requested_at
+            if asked is not None and perf_counter() - asked > grace:
                 break  # the survivors did not stop in time: _reap kills them
 
     def _drain(self, child: _Child, live: dict) -> None:
@@ -169,13 +170,13 @@ class ProcessRunHandle:
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:
             self._failure = error
-            self._failure_time = perf_counter()
         self._broadcast_shutdown()
 
     def _broadcast_shutdown(self) -> None:
         if self._shutdown_sent:
             return
         self._shutdown_sent = True
+        self._stop_requested_at = perf_counter()
         for c in self._children:
             if c.final is None:
                 try:
@@ -255,7 +256,8 @@ class ProcessRunHandle:
         if self._result is None:
             outputs: dict[str, Any] = {}
             for c in self._children:
-                outputs.update({k: v for k, v in c.final[1].items() if not is_proxy(k)})
+                if c.final is not None and c.final[0] == "done":
+                    outputs.update({k: v for k, v in c.final[1].items() if not is_proxy(k)})
             self._result = RunResult(outputs=outputs, stats=self.stats(), elapsed_s=perf_counter() - self._started,
                                      shutdown=self._explicit_shutdown)
         return self._result

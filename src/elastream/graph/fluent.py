@@ -75,9 +75,13 @@ class Stream:
             self.flow.connect(s.port, handle.in_(i))
         return Stream(self.flow, handle.out(0))
 
-    def key_by(self, key: Callable[[Any], Any]) -> KeyedStream:
-        """Partition this stream by ``key`` for keyed operators."""
-        return KeyedStream(self, key)
+    def key_by(self, key: Callable[[Any], Any], partitions: int = 1, strategy: str = "hash") -> KeyedStream:
+        """Partition this stream by ``key`` for keyed (partitioned stateful) operators.
+
+        ``partitions`` bounds how many workers the next operator may have at
+        once; ``strategy`` maps keys to partitions ("hash" or "range").
+        """
+        return KeyedStream(self, key, partitions, strategy)
 
     def process(self, step: Callable[[Any, Any], Any], state: Callable[[], Any] = dict,
                 kind: str = "stateful", name: str | None = None) -> Stream:
@@ -104,20 +108,22 @@ class Stream:
 class KeyedStream:
     """A stream partitioned by a key function."""
 
-    def __init__(self, stream: Stream, key: Callable[[Any], Any]):
+    def __init__(self, stream: Stream, key: Callable[[Any], Any], partitions: int = 1, strategy: str = "hash"):
         self.stream = stream
         self.key = key
+        self.partitions = partitions
+        self.strategy = strategy
 
     def process(self, step: Callable[[Any, Any], Any], state: Callable[[], Any] = dict,
                 name: str | None = None) -> Stream:
         """Partitioned stateful step with one state per key."""
         from elastream.ops.keyed import KeyedProcess
 
-        return self.stream.then(KeyedProcess(self.key, step, state), name)
+        return self.stream.then(KeyedProcess(self.key, step, state, self.partitions, self.strategy), name)
 
     def reduce(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None,
                name: str | None = None) -> Stream:
         """Emit ``(key, running fold)`` for every tuple."""
         from elastream.ops.keyed import KeyedReduce
 
-        return self.stream.then(KeyedReduce(self.key, fn, initial), name)
+        return self.stream.then(KeyedReduce(self.key, fn, initial, self.partitions, self.strategy), name)

@@ -24,6 +24,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.context import Context
 
 
+#: Operator kinds of ordered-multicore §1.1 (plus the runtime's own roles).
+STATELESS = "stateless"
+PARTITIONED = "partitioned"
+STATEFUL = "stateful"
+#: "No bound" on the workers of a stateless operator (§6: as many as there are cores).
+UNBOUNDED = 1 << 20
+
+
+def max_parallelism(kind: str, partitions: int = 1) -> int:
+    """Most workers an operator of ``kind`` may have at once (ordered-multicore §6).
+
+    Example: ``max_parallelism("partitioned", 8) == 8``
+    """
+    if kind == STATELESS:
+        return UNBOUNDED
+    if kind == PARTITIONED:
+        return max(1, int(partitions))
+    return 1
+
+
 class Status(enum.Enum):
     """Result of a data-availability call (C-Stream Algorithms 1–2)."""
 
@@ -103,7 +123,7 @@ class FunctionOperator(Operator):
     per-port order is kept.
     """
 
-    kind = "stateless"
+    kind = STATELESS
 
     def __init__(self, inputs: int = 1, outputs: int = 1, **kw: Any):
         if outputs > 1:

@@ -2,8 +2,9 @@
 
 Their step functions follow DESIGN.md: ``step(state, item) -> (new_state,
 iterable_of_outputs)``; ``state`` is a zero-argument factory of the initial
-state. For now each runs as one instance; the ordered-parallelism layer will
-spread partitioned ones over several workers (ordered-multicore §4).
+state. Partitioned operators declare ``partitions`` and a ``strategy`` (hash or
+range), which bound their workers (ordered-multicore §6); the runtime still
+runs each as one instance until dynamic allotment lands (ordered-multicore §4).
 """
 
 from __future__ import annotations
@@ -11,9 +12,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from elastream.operators.base import FunctionOperator
+from elastream.operators.base import PARTITIONED, STATEFUL, FunctionOperator, max_parallelism
 
 Step = Callable[[Any, Any], tuple[Any, Iterable[Any]]]
+STRATEGIES = ("hash", "range")
+
+
+def _check_partitioning(partitions: int, strategy: str) -> None:
+    if int(partitions) < 1:
+        raise ValueError(f"partitions must be >= 1, got {partitions}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown partitioning strategy {strategy!r}; use one of {STRATEGIES}")
 
 
 class KeyedProcess(FunctionOperator):
@@ -24,15 +33,18 @@ class KeyedProcess(FunctionOperator):
         KeyedProcess(lambda e: e.user, lambda n, e: (n + 1, [(e.user, n + 1)]), state=int)
     """
 
-    kind = "partitioned"
+    kind = PARTITIONED
 
     def __init__(self, key: Callable[[Any], Any], step: Step, state: Callable[[], Any] = dict,
-                 partitions: int = 1):
+                 partitions: int = 1, strategy: str = "hash"):
         super().__init__(inputs=1, outputs=1)
+        _check_partitioning(partitions, strategy)
         self.key = key
         self.step = step
         self.state_factory = state
-        self.partitions = partitions
+        self.partitions = int(partitions)
+        self.strategy = strategy
+        self.max_workers = max_parallelism(PARTITIONED, self.partitions)
         self.states: dict[Any, Any] = {}
 
     def open(self, ctx) -> None:
@@ -58,11 +70,15 @@ class KeyedReduce(FunctionOperator):
     zero-argument factory) is given.
     """
 
-    kind = "partitioned"
+    kind = PARTITIONED
 
     def __init__(self, key: Callable[[Any], Any], fn: Callable[[Any, Any], Any],
-                 initial: Callable[[], Any] | None = None):
+                 initial: Callable[[], Any] | None = None, partitions: int = 1, strategy: str = "hash"):
         super().__init__(inputs=1, outputs=1)
+        _check_partitioning(partitions, strategy)
+        self.partitions = int(partitions)
+        self.strategy = strategy
+        self.max_workers = max_parallelism(PARTITIONED, self.partitions)
         self.key = key
         self.fn = fn
         self.initial = initial
@@ -90,7 +106,7 @@ class KeyedReduce(FunctionOperator):
 class StatefulProcess(FunctionOperator):
     """Stateful operator with one state for the whole stream (one ordered instance)."""
 
-    kind = "stateful"
+    kind = STATEFUL
 
     def __init__(self, step: Step, state: Callable[[], Any] = dict):
         super().__init__(inputs=1, outputs=1)

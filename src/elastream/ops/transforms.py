@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from elastream.operators.base import FunctionOperator, Operator, Status
+from elastream.operators.base import STATELESS, UNBOUNDED, FunctionOperator, Operator, Status
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -18,7 +18,8 @@ class Map(FunctionOperator):
     Example: ``flow.add(es.ops.Map(lambda x: x + 1))``
     """
 
-    kind = "stateless"
+    kind = STATELESS
+    max_workers = UNBOUNDED
 
     def __init__(self, fn: Callable[[Any], Any]):
         super().__init__(inputs=1, outputs=1)
@@ -34,7 +35,8 @@ class Map(FunctionOperator):
 class Filter(FunctionOperator):
     """Keep the tuples for which ``pred`` is true (stateless)."""
 
-    kind = "stateless"
+    kind = STATELESS
+    max_workers = UNBOUNDED
 
     def __init__(self, pred: Callable[[Any], bool]):
         super().__init__(inputs=1, outputs=1)
@@ -50,7 +52,8 @@ class Filter(FunctionOperator):
 class FlatMap(FunctionOperator):
     """Replace every tuple by the items of ``fn(tuple)``, in order (stateless)."""
 
-    kind = "stateless"
+    kind = STATELESS
+    max_workers = UNBOUNDED
 
     def __init__(self, fn: Callable[[Any], Iterable[Any]]):
         super().__init__(inputs=1, outputs=1)

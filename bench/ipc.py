@@ -156,15 +156,20 @@ def _run_pair(ctx: Any, transport: str, points: list[tuple[int, float, int]], ri
             raise RuntimeError(f"{transport} benchmark process failed:\n{value}")
         return value
     finally:
-        for p in procs:
-            if p.pid is None:                  # never started
-                continue
-            p.join(_TIMEOUT)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-        if ring is not None:
-            ring.close()
+        _stop(procs, ring)
+
+
+def _stop(procs: list, ring: Any) -> None:
+    """Join (or kill) the benchmark's processes and close its ring, whatever happened."""
+    for p in procs:
+        if p.pid is None:                  # never started
+            continue
+        p.join(_TIMEOUT)
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+    if ring is not None:
+        ring.close()
 
 
 def _row(point: tuple[int, float, int], by_transport: dict[str, list[dict[str, float]]], i: int) -> dict:
@@ -391,15 +396,7 @@ def _throughput_once(ctx: Any, transport: str, batches: int, batch: int, ring_by
             raise RuntimeError(f"{transport}: {count} tuples arrived, {batches * batch} sent")
         return count / (t_end - got["start"])
     finally:
-        for p in procs:
-            if p.pid is None:                  # never started
-                continue
-            p.join(_TIMEOUT)
-            if p.is_alive():
-                p.kill()
-                p.join(5)
-        if ring is not None:
-            ring.close()
+        _stop(procs, ring)
 
 
 def _tput_producer(transport: str, channel: Any, batches: int, batch: int, results: Any) -> None:

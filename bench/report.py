@@ -80,38 +80,43 @@ def render_markdown(report: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def _md_table(header: list[str], rows: list[list[str]], left: int = 0) -> str:
+    """A markdown table; the first ``left`` columns are left-aligned, the rest right-aligned."""
+    align = ["---" if i < left else "---:" for i in range(len(header))]
+    lines = [header, align, *rows]
+    return "\n".join("| " + " | ".join(cells) + " |" for cells in lines)
+
+
 def _overhead_md(r: dict[str, Any]) -> str:
-    rows = ["| threads | engine tuples/s | plain loop tuples/s | engine / loop |", "|---:|---:|---:|---:|"]
-    rows += [f"| {x['threads']} | {fmt(x['engine_tuples_per_s'], 0)} | {fmt(x['plain_loop_tuples_per_s'], 0)} | "
-             f"{x['ratio']:.2f} |" for x in r["results"]]
+    table = _md_table(["threads", "engine tuples/s", "plain loop tuples/s", "engine / loop"],
+                      [[str(x["threads"]), fmt(x["engine_tuples_per_s"], 0), fmt(x["plain_loop_tuples_per_s"], 0),
+                        f"{x['ratio']:.2f}"] for x in r["results"]])
     return (f"**Engine overhead** — `{r['command']}`: {r['functions']} identity Maps over {r['tuples']:,} "
-            f"integers vs the fastest plain loop ({r['plain_loop_kind']}). {r['note']}\n\n" + "\n".join(rows))
+            f"integers vs the fastest plain loop ({r['plain_loop_kind']}). {r['note']}\n\n" + table)
 
 
 def _topology_md(r: dict[str, Any]) -> str:
-    rows = ["| policy | threads | tuples/s | mean latency ms | p99 latency ms | cores used |",
-            "|---|---:|---:|---:|---:|---:|"]
-    rows += [f"| {x['policy']} | {x['threads']} | {fmt(x['throughput_tuples_per_s'], 0)} | "
-             f"{fmt(x['mean_latency_ms'])} | {fmt(x['p99_latency_ms'])} | {x['cores_used']:.2f} |"
-             for x in r["results"]]
+    table = _md_table(["policy", "threads", "tuples/s", "mean latency ms", "p99 latency ms", "cores used"],
+                      [[x["policy"], str(x["threads"]), fmt(x["throughput_tuples_per_s"], 0), fmt(x["mean_latency_ms"]),
+                        fmt(x["p99_latency_ms"]), f"{x['cores_used']:.2f}"] for x in r["results"]], left=1)
     return (f"**Topology {r['topology']}** — `{r['command']}`: {r['busy_operators']} Busy({r['cost_us']:g} µs) "
-            f"operators. {r['note']}\n\n" + "\n".join(rows))
+            f"operators. {r['note']}\n\n" + table)
 
 
 def _latency_md(r: dict[str, Any]) -> str:
-    rows = ["| threads | achieved tuples/s | p50 ms | p99 ms | max ms |", "|---:|---:|---:|---:|---:|"]
-    rows += [f"| {x['threads']} | {fmt(x['achieved_tuples_per_s'], 0)} | {fmt(x['p50_ms'], 3)} | "
-             f"{fmt(x['p99_ms'], 3)} | {fmt(x['max_ms'], 3)} |" for x in r["results"]]
+    table = _md_table(["threads", "achieved tuples/s", "p50 ms", "p99 ms", "max ms"],
+                      [[str(x["threads"]), fmt(x["achieved_tuples_per_s"], 0), fmt(x["p50_ms"], 3),
+                        fmt(x["p99_ms"], 3), fmt(x["max_ms"], 3)] for x in r["results"]])
     return (f"**Latency** — `{r['command']}`: parse → running count per key → format at "
-            f"{r['rate']:,.0f} tuples/s. {r['note']}\n\n" + "\n".join(rows))
+            f"{r['rate']:,.0f} tuples/s. {r['note']}\n\n" + table)
 
 
 def _processes_md(r: dict[str, Any]) -> str:
-    rows = ["| processes | tuples/s | ideal tuples/s | fraction of ideal | speed-up |", "|---:|---:|---:|---:|---:|"]
-    rows += [f"| {x['processes']} | {fmt(x['throughput_tuples_per_s'], 0)} | {fmt(x['ideal_tuples_per_s'], 0)} | "
-             f"{x['fraction_of_ideal']:.3f} | {x['speedup_vs_first']:.2f} |" for x in r["results"]]
+    table = _md_table(["processes", "tuples/s", "ideal tuples/s", "fraction of ideal", "speed-up"],
+                      [[str(x["processes"]), fmt(x["throughput_tuples_per_s"], 0), fmt(x["ideal_tuples_per_s"], 0),
+                        f"{x['fraction_of_ideal']:.3f}", f"{x['speedup_vs_first']:.2f}"] for x in r["results"]])
     return (f"**Worker processes** — `{r['command']}`: chain of {r['ops']} Busy({r['cost_us']:g} µs). "
-            f"{r['note']}\n\n" + "\n".join(rows))
+            f"{r['note']}\n\n" + table)
 
 
 _RENDERERS = {"overhead": _overhead_md, "topology": _topology_md, "latency": _latency_md,

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import heapq
 import threading
-from collections.abc import Callable
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from elastream.runtime.states import OperatorState
 from elastream.runtime.poller import ExternalPoller
@@ -61,7 +60,6 @@ class Scheduler:
         # (operator name, failure): the first failure wins and is re-raised by the runner.
         self.failure: tuple[str, Failed] | None = None
         self.finished = threading.Event()
-        self.on_finished: list[Callable[[], None]] = []
         self.poller = ExternalPoller(self)
         for t in tasks:
             t.sched = self
@@ -216,8 +214,6 @@ class Scheduler:
             self.poller.stop_async()
             self.finished.set()
             self.cond.notify_all()
-            for callback in self.on_finished:
-                callback()
 
     # -- Algorithms 7 and 8 ---------------------------------------------------------
     def port_written(self, buf: PortBuffer) -> None:
@@ -308,12 +304,6 @@ class Scheduler:
     def snapshot_states(self) -> dict[str, str]:
         """Operator name → state name (for progress displays)."""
         return {t.name: t.state.value for t in self.tasks}
-
-    def describe(self) -> Any:
-        """Debug view of who waits on what."""
-        with self.lock:
-            return {t.name: (t.state.name, [b.name for b in t.read_wait], [b.name for b in t.write_wait])
-                    for t in self.tasks}
 
 
 def _cannot_block(wait: ReadWait) -> bool:

@@ -62,7 +62,6 @@ class Worker:
             sched.internal_error(f"<worker {self.index}>", Failed(exc, traceback.format_exc()), task)
         finally:
             self.ended = perf_counter()
-            self.pool.worker_exited(self)
 
     def _dispatch(self, task: Task, deadline: float):
         sched = self.pool.sched
@@ -140,9 +139,6 @@ class WorkerPool:
     def active(self) -> int:
         """Workers running and not retiring."""
         return sum(1 for w in self.workers if w.alive and not w.retiring)
-
-    def worker_exited(self, worker: Worker) -> None:
-        """Called by a worker thread on its way out."""
 
     def join(self, timeout: float | None = None) -> bool:
         """Join every worker thread; True when all have ended."""

@@ -58,12 +58,14 @@ class _Child:
 
 
 class ProcessRunHandle:
-    """A flow running on several worker processes (same interface as RunHandle)."""
+    """A flow running on several worker processes (same interface as RunHandle).
+
+    ``flow`` must already be validated (``Runner.start`` does it before placing).
+    """
 
     def __init__(self, runner: Any, flow: Flow, assignment: dict[str, int]):
         from elastream.ipc.ring import SharedRing
 
-        flow.validate()
         self.flow = flow
         self.runner = runner
         self.assignment = dict(assignment)

@@ -217,7 +217,7 @@ class Runner:
         if self.processes > 1:
             from elastream.processes.supervisor import ProcessRunHandle
 
-            flow.validate()
+            flow.validate()  # before placement, which assumes a valid graph
             return ProcessRunHandle(self, flow, self.assignment(flow))  # type: ignore[return-value]
         handle = RunHandle(self, flow)
         handle._start()

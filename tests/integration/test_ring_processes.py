@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import random
 import signal
-import struct
 import subprocess
 import sys
 import textwrap
 import time
-import zlib
 from collections import defaultdict
 
 import pytest
@@ -32,26 +29,13 @@ from hypothesis import strategies as st
 
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import SharedRing
+from ring_payloads import PAYLOAD_HEAD, make_payload, parse_payload
 from ring_segments_check import ring_segments
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
-PAYLOAD_HEAD = struct.Struct("<HIII")     # producer, seq, body length, crc32(body)
 FORK = mp.get_context("fork")
 SPAWN = mp.get_context("spawn")
-
-
-
-def make_payload(producer: int, seq: int, n: int) -> bytes:
-    body = random.Random(producer << 32 | seq).randbytes(n)
-    return PAYLOAD_HEAD.pack(producer, seq, n, zlib.crc32(body)) + body
-
-
-def parse_payload(payload: bytes) -> tuple[int, int]:
-    producer, seq, n, crc = PAYLOAD_HEAD.unpack_from(payload)
-    body = payload[PAYLOAD_HEAD.size:]
-    assert len(body) == n and zlib.crc32(body) == crc, f"payload {producer}/{seq} is torn"
-    return producer, seq
 
 
 def check_delivery(delivered: list[tuple[int, bytes]], sent_counts: dict[int, int]) -> None:

@@ -15,11 +15,8 @@ Payloads carry producer id, sequence number, length and a CRC32 of the body
 
 from __future__ import annotations
 
-import random
-import struct
 import sys
 import threading
-import zlib
 from collections import defaultdict
 
 import pytest
@@ -28,25 +25,11 @@ from hypothesis import strategies as st
 
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import SharedRing
+from ring_payloads import PAYLOAD_HEAD, make_payload, parse_payload
 
 pytestmark = pytest.mark.timeout(120)
 
-PAYLOAD_HEAD = struct.Struct("<HIII")     # producer, seq, body length, crc32(body)
 BATCH_MAX = 3
-
-
-def make_payload(producer: int, seq: int, n: int) -> bytes:
-    body = random.Random(producer << 32 | seq).randbytes(n)
-    return PAYLOAD_HEAD.pack(producer, seq, n, zlib.crc32(body)) + body
-
-
-def parse_payload(payload: bytes) -> tuple[int, int]:
-    """``(producer, seq)`` of an intact payload; AssertionError if it is torn."""
-    producer, seq, n, crc = PAYLOAD_HEAD.unpack_from(payload)
-    body = payload[PAYLOAD_HEAD.size:]
-    assert len(body) == n, f"payload {producer}/{seq}: body {len(body)} bytes, header says {n}"
-    assert zlib.crc32(body) == crc, f"payload {producer}/{seq}: checksum mismatch (torn record)"
-    return producer, seq
 
 
 def max_body(capacity: int) -> int:

@@ -84,13 +84,19 @@ class Stream:
         return KeyedStream(self, key, partitions, strategy)
 
     def process(self, step: Callable[[Any, Any], Any], state: Callable[[], Any] = dict,
-                kind: str = "stateful", name: str | None = None) -> Stream:
-        """Whole-stream stateful step: ``step(state, item) -> (state, outputs)``."""
+                kind: str = "stateful", name: str | None = None,
+                on_end: Callable[[Any], Iterable[Any]] | None = None) -> Stream:
+        """Whole-stream stateful step: ``step(state, item) -> (state, outputs)``.
+
+        ``on_end(state) -> outputs`` runs once when the input ends (flush what is still open).
+
+        Example: ``s.process(lambda n, x: (n + 1, ()), state=int, on_end=lambda n: [n])`` emits the count.
+        """
         from elastream.ops.keyed import StatefulProcess
 
         if kind != "stateful":
             raise ValueError("Stream.process is kind='stateful'; use key_by(k).process(...) for partitioned")
-        return self.then(StatefulProcess(step, state), name)
+        return self.then(StatefulProcess(step, state, on_end=on_end), name)
 
     def sink(self, op: Operator, name: str | None = None) -> OperatorHandle:
         """End the pipeline in sink ``op``; returns its handle."""
@@ -115,11 +121,18 @@ class KeyedStream:
         self.strategy = strategy
 
     def process(self, step: Callable[[Any, Any], Any], state: Callable[[], Any] = dict,
-                name: str | None = None) -> Stream:
-        """Partitioned stateful step with one state per key."""
+                name: str | None = None, on_end: Callable[[Any, Any], Iterable[Any]] | None = None) -> Stream:
+        """Partitioned stateful step with one state per key.
+
+        ``on_end(key, state) -> outputs`` runs for every key (first-seen order)
+        when the input ends: close the sessions or windows still open.
+
+        Example: ``s.key_by(user).process(step, state=list, on_end=lambda user, clicks: [(user, len(clicks))])``
+        """
         from elastream.ops.keyed import KeyedProcess
 
-        return self.stream.then(KeyedProcess(self.key, step, state, self.partitions, self.strategy), name)
+        op = KeyedProcess(self.key, step, state, self.partitions, self.strategy, on_end=on_end)
+        return self.stream.then(op, name)
 
     def reduce(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None,
                name: str | None = None) -> Stream:

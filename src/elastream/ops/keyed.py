@@ -5,6 +5,16 @@ iterable_of_outputs)``; ``state`` is a zero-argument factory of the initial
 state. Partitioned operators declare ``partitions`` and a ``strategy`` (hash or
 range), which bound their workers (ordered-multicore §6); the runtime still
 runs each as one instance until dynamic allotment lands (ordered-multicore §4).
+
+End of stream: an optional ``on_end`` hook flushes what is still open (a
+session, a window, a running aggregate) once every input has closed and
+drained. For :class:`KeyedProcess` it is ``on_end(key, state) -> iterable``,
+called for every key in the order the keys were first seen; for
+:class:`StatefulProcess` it is ``on_end(state) -> iterable``. Their outputs
+follow every output of the steps, in that order.
+
+Threading: the runtime runs an operator in one worker at a time, so the state
+dicts are never touched by two threads at once.
 """
 
 from __future__ import annotations
@@ -15,7 +25,16 @@ from typing import Any
 from elastream.operators.base import PARTITIONED, STATEFUL, FunctionOperator, max_parallelism
 
 Step = Callable[[Any, Any], tuple[Any, Iterable[Any]]]
+KeyedEnd = Callable[[Any, Any], Iterable[Any]]
+StatefulEnd = Callable[[Any], Iterable[Any]]
 STRATEGIES = ("hash", "range")
+
+
+def _check_callable(owner: str, **functions: Any) -> None:
+    # At build time, not at the first tuple of a run that may be minutes in.
+    for name, fn in functions.items():
+        if not callable(fn):
+            raise TypeError(f"{owner}: {name} must be callable, got {fn!r}")
 
 
 def _check_partitioning(partitions: int, strategy: str) -> None:
@@ -28,20 +47,28 @@ def _check_partitioning(partitions: int, strategy: str) -> None:
 class KeyedProcess(FunctionOperator):
     """Partitioned stateful operator: one state per key, ``step`` per tuple.
 
-    Example (running count per key)::
+    ``on_end(key, state)``, when given, is called for every key (first-seen
+    order) once the input closes; what it returns is emitted after everything else.
 
-        KeyedProcess(lambda e: e.user, lambda n, e: (n + 1, [(e.user, n + 1)]), state=int)
+    Example (running count per key, and the final count of each key at the end)::
+
+        KeyedProcess(lambda e: e.user, lambda n, e: (n + 1, [(e.user, n + 1)]), state=int,
+                     on_end=lambda user, n: [(user, "total", n)])
     """
 
     kind = PARTITIONED
 
     def __init__(self, key: Callable[[Any], Any], step: Step, state: Callable[[], Any] = dict,
-                 partitions: int = 1, strategy: str = "hash"):
+                 partitions: int = 1, strategy: str = "hash", on_end: KeyedEnd | None = None):
         super().__init__(inputs=1, outputs=1)
         _check_partitioning(partitions, strategy)
+        _check_callable("KeyedProcess", key=key, step=step, state=state)
+        if on_end is not None:
+            _check_callable("KeyedProcess", on_end=on_end)
         self.key = key
         self.step = step
         self.state_factory = state
+        self.on_end = on_end
         self.partitions = int(partitions)
         self.strategy = strategy
         self.max_workers = max_parallelism(PARTITIONED, self.partitions)
@@ -58,6 +85,18 @@ class KeyedProcess(FunctionOperator):
             s = states[k] if k in states else factory()
             s, emitted = step(s, x)
             states[k] = s
+            if emitted:
+                out.extend(emitted)
+        return out
+
+    def on_inputs_closed(self) -> list | None:
+        if self.on_end is None:
+            return None
+        on_end = self.on_end
+        out: list = []
+        # dicts keep insertion order, so this is the keys' first-seen order.
+        for k, s in self.states.items():
+            emitted = on_end(k, s)
             if emitted:
                 out.extend(emitted)
         return out
@@ -104,14 +143,26 @@ class KeyedReduce(FunctionOperator):
 
 
 class StatefulProcess(FunctionOperator):
-    """Stateful operator with one state for the whole stream (one ordered instance)."""
+    """Stateful operator with one state for the whole stream (one ordered instance).
+
+    ``on_end(state)``, when given, is called once the input closes; what it
+    returns is emitted last.
+
+    Example (emit the sum at the end only)::
+
+        StatefulProcess(lambda total, x: (total + x, ()), state=int, on_end=lambda total: [total])
+    """
 
     kind = STATEFUL
 
-    def __init__(self, step: Step, state: Callable[[], Any] = dict):
+    def __init__(self, step: Step, state: Callable[[], Any] = dict, on_end: StatefulEnd | None = None):
         super().__init__(inputs=1, outputs=1)
+        _check_callable("StatefulProcess", step=step, state=state)
+        if on_end is not None:
+            _check_callable("StatefulProcess", on_end=on_end)
         self.step = step
         self.state_factory = state
+        self.on_end = on_end
         self.state: Any = None
 
     def open(self, ctx) -> None:
@@ -126,3 +177,9 @@ class StatefulProcess(FunctionOperator):
                 out.extend(emitted)
         self.state = s
         return out
+
+    def on_inputs_closed(self) -> list | None:
+        if self.on_end is None:
+            return None
+        emitted = self.on_end(self.state)
+        return list(emitted) if emitted else None

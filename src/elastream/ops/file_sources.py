@@ -341,44 +341,81 @@ def _raw_bytes(line: bytes) -> str:
 
 
 class FromParquet(SourceOperator):
-    """Emit the rows of a Parquet file as dicts, in file order (pyarrow).
+    """Emit the rows of one or more Parquet files as dicts, in order (pyarrow).
 
-    ``columns`` selects columns (a name may be a prefix of nested fields, as in
-    pyarrow); ``batch_rows`` is how many rows pyarrow decodes at a time (None:
-    pyarrow's default). A file that is missing or not Parquet raises an error
-    naming it when the source opens.
+    ``path`` is a file, a folder or a list of files. A folder is read in
+    sorted name order, skipping names that start with ``_`` or ``.`` and
+    ``.crc`` files (what Spark writes next to its ``part-…`` files, whose name
+    order is the written order); a list is read in the order given, so the
+    caller decides the stream order. ``columns`` selects columns (a name may
+    be a prefix of nested fields, as in pyarrow); ``batch_rows`` is how many
+    rows pyarrow decodes at a time (None: pyarrow's default).
+
+    Every file's footer is checked when the source opens, before the first
+    row is emitted: a missing file, a file that is not Parquet or a file
+    without one of ``columns`` raises an error naming that file. A file that
+    turns out to be corrupt while it is read raises naming it too.
 
     Example::
 
         flow.add(es.ops.FromParquet("trips.parquet", columns=["fare", "tip"]), name="trips")
+        flow.add(es.ops.FromParquet("out/clicks/"), name="clicks")      # part files in name order
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, columns: Sequence[str] | None = None,
-                 batch_rows: int | None = None):
+    def __init__(self, path: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                 columns: Sequence[str] | None = None, batch_rows: int | None = None):
         super().__init__(outputs=1)
+        if isinstance(path, str | os.PathLike):
+            self.path: str | None = os.fspath(path)
+            self.paths: list[str] | None = None
+        else:
+            self.path, self.paths = None, [os.fspath(p) for p in path]
+            if not self.paths:
+                raise ValueError("FromParquet: the list of files is empty")
         if batch_rows is not None and batch_rows < 1:
-            raise ValueError(f"FromParquet({os.fspath(path)!r}): batch_rows must be >= 1, got {batch_rows}")
-        self.path = os.fspath(path)
+            raise ValueError(f"{self.describe()}: batch_rows must be >= 1, got {batch_rows}")
         self.columns = list(columns) if columns is not None else None
         self.batch_rows = batch_rows
+        self._files: list[str] = []
+        self._next_file = 0
+        self._current: str | None = None
         self._file: Any = None
         self._batches: Iterator[Any] | None = None
         self._rows: list[dict[str, Any]] = []
         self._pos = 0
 
+    def files(self) -> list[str]:
+        """The files this source reads, in read order (a folder is listed now)."""
+        if self.paths is not None:
+            return list(self.paths)
+        assert self.path is not None
+        if not os.path.isdir(self.path):
+            return [self.path]
+        names = sorted(n for n in os.listdir(self.path)
+                       if not n.startswith(("_", ".")) and not n.endswith(".crc"))
+        files = [os.path.join(self.path, n) for n in names if os.path.isfile(os.path.join(self.path, n))]
+        if not files:
+            raise ValueError(f"folder {self.path!r} holds no Parquet files")
+        return files
+
     def open(self, ctx: Context) -> None:
+        self._rows, self._pos, self._next_file = [], 0, 0
+        self._files = self.files()
+        # Check every footer first: a bad third file must fail before the first row leaves.
+        for file in self._files:
+            self._open_file(file).close()
+
+    def _open_file(self, file: str) -> Any:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        self._rows, self._pos = [], 0
         try:
             # A path (not a Python file object) lets pyarrow read without the GIL.
-            pf = pq.ParquetFile(self.path)
+            pf = pq.ParquetFile(file)
         except FileNotFoundError:
-            raise FileNotFoundError(2, "no such Parquet file", self.path) from None
+            raise FileNotFoundError(2, "no such Parquet file", file) from None
         except (OSError, pa.ArrowException) as exc:
-            raise ValueError(f"cannot read {self.path!r} as Parquet: {exc}") from exc
-        self._file = pf
+            raise ValueError(f"cannot read {file!r} as Parquet: {exc}") from exc
         if self.columns is not None:
             # pyarrow silently yields nothing for an unknown column: check here.
             known = {path for i in range(pf.metadata.num_columns)
@@ -386,37 +423,120 @@ class FromParquet(SourceOperator):
             missing = [c for c in self.columns if c not in known]
             if missing:
                 names = pf.schema_arrow.names
-                self.close()
-                raise ValueError(f"{self.path!r} has no column(s) {missing}; it has {names}")
+                pf.close()
+                raise ValueError(f"{file!r} has no column(s) {missing}; it has {names}")
+        return pf
+
+    def _advance(self) -> bool:
+        """Open the next file for reading; False when none is left."""
+        self._close_file()
+        if self._next_file >= len(self._files):
+            return False
+        self._current = self._files[self._next_file]
+        self._next_file += 1
+        self._file = self._open_file(self._current)
         kwargs: dict[str, Any] = {"columns": self.columns}
         if self.batch_rows is not None:
             kwargs["batch_size"] = self.batch_rows
-        self._batches = pf.iter_batches(**kwargs)
+        self._batches = self._file.iter_batches(**kwargs)
+        return True
 
     def next_batch(self, max_items: int) -> list[dict[str, Any]] | None:
         import pyarrow as pa
 
         while self._pos >= len(self._rows):
+            if self._batches is None and not self._advance():
+                return None
             try:
                 batch = next(self._batches)  # type: ignore[arg-type]
             except StopIteration:
-                return None
+                self._batches = None
+                continue
             except (OSError, pa.ArrowException) as exc:
-                raise ValueError(f"cannot read {self.path!r} as Parquet: {exc}") from exc
-            self._rows, self._pos = batch.to_pylist(), 0
+                raise ValueError(f"cannot read {self._current!r} as Parquet: {exc}") from exc
+            self._rows, self._pos = rows_of(batch), 0
         start = self._pos
         self._pos += max_items
         return self._rows[start:self._pos]
 
-    def close(self) -> None:
+    def _close_file(self) -> None:
         self._batches = None
-        self._rows = []
         if self._file is not None:
             self._file.close()
             self._file = None
 
+    def close(self) -> None:
+        self._close_file()
+        self._rows = []
+
     def describe(self) -> str:
+        if self.paths is not None:
+            return f"FromParquet([{self.paths[0]!r}, … {len(self.paths)} files])"
         return f"FromParquet({self.path!r})"
+
+
+def rows_of(batch: Any) -> list[dict[str, Any]]:
+    """The rows of a pyarrow RecordBatch as dicts, equal to ``batch.to_pylist()`` but faster.
+
+    Columns are converted one at a time (numbers through numpy, which is about
+    ten times faster than pyarrow's per-value conversion), then one generated
+    function per schema builds each row's dict with a literal, which is the
+    cheapest way Python has to make a dict.
+    """
+    names = batch.schema.names
+    if not names:
+        return [{} for _ in range(batch.num_rows)]
+    columns = [column_values(c) for c in batch.columns]
+    return list(map(_row_maker(tuple(names)), *columns))
+
+
+_ROW_MAKERS: dict[tuple[str, ...], Callable[..., dict[str, Any]]] = {}
+
+
+def _row_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
+    maker = _ROW_MAKERS.get(names)
+    if maker is None:
+        # Names enter the source text only through repr(), as string literals.
+        args = ", ".join(f"a{i}" for i in range(len(names)))
+        body = ", ".join(f"{name!r}: a{i}" for i, name in enumerate(names))
+        maker = eval(f"lambda {args}: {{{body}}}")  # noqa: S307 - literal text built above
+        if len(_ROW_MAKERS) < 64:  # a handful of schemas per process; no unbounded growth
+            _ROW_MAKERS[names] = maker
+    return maker
+
+
+def column_values(array: Any) -> list[Any]:
+    """A pyarrow Array as Python values, as ``array.to_pylist()`` gives them (None for nulls)."""
+    import pyarrow as pa
+
+    t = array.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
+        filled = array.fill_null(False if pa.types.is_boolean(t) else 0)
+        return _with_nulls(array, filled.to_numpy(zero_copy_only=False).tolist())
+    if pa.types.is_decimal(t) and t.precision <= 18:
+        return _decimal_values(array, t.scale)
+    return array.to_pylist()
+
+
+def _decimal_values(array: Any, scale: int) -> list[Any]:
+    """Decimals through their unscaled int64 value: about three times faster than ``to_pylist``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from decimal import Decimal
+
+    # precision <= 18 digits: the unscaled value fits an int64, and Decimal.scaleb
+    # keeps all its digits (the default context has 28), so the values are exact.
+    unscaled = pc.multiply(array.fill_null(0), pa.scalar(10 ** scale, pa.int64())) if scale else array.fill_null(0)
+    ints = pc.cast(unscaled, pa.int64()).to_numpy().tolist()
+    exponent = -scale
+    return _with_nulls(array, [Decimal(v).scaleb(exponent) for v in ints])
+
+
+def _with_nulls(array: Any, values: list[Any]) -> list[Any]:
+    if not array.null_count:
+        return values
+    valid = array.is_valid().to_numpy(zero_copy_only=False).tolist()
+    return [v if ok else None for v, ok in zip(values, valid)]
 
 
 def _prefixes(dotted: str) -> list[str]:

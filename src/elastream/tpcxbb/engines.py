@@ -130,3 +130,6 @@ def add_engine_arguments(parser: Any) -> None:
 register_engine("spark-batch", "elastream.spark.batch:run_engine",
                 help="Spark SQL batch reference answers (spec §4, §6)",
                 add_arguments="elastream.spark.batch:add_arguments")
+register_engine("local", "elastream.tpcxbb.local:run_query",
+                help="elastream pipelines of spec §5 on this machine (threads, processes, policy)",
+                add_arguments="elastream.tpcxbb.local:add_arguments")

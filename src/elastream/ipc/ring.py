@@ -610,19 +610,25 @@ class SharedRing:
             self._bound[producer] = me
 
     def _try_write(self, parts: list, lengths: list[int], kind: int, target: int, producer: int | None) -> bool:
-        self._check_open()
-        pid = self._resolve(producer)
+        # The hot path of every cross-process batch: rare cases (wrap, failure) live in their own methods.
+        if self._closed:
+            raise RingClosedError(f"ring {self.name} is closed")
+        own = self._own
+        pid = own[0] if producer is None and len(own) == 1 else self._resolve(producer)
         if not 0 <= target <= _M32:
             raise ValueError(f"target must be a task id in 0..{_M32}, got {target}")
         length = sum(lengths) + (4 * len(lengths) if kind == KIND_BATCH else 0)
-        size = _record_size(length)
-        if size > self._cap // 2:
+        size = (HEADER_BYTES + length + _ALIGN - 1) & -_ALIGN
+        cap = self._cap
+        if size > cap >> 1:
             raise ValueError(f"ring {self.name}: a record of {size} bytes exceeds the largest record "
-                             f"({self._cap // 2} bytes, half the capacity); use a bigger ring or smaller batches")
+                             f"({cap // 2} bytes, half the capacity); use a bigger ring or smaller batches")
         lock = self._locks.get(pid) or self._locks.setdefault(pid, threading.Lock())
         with lock:
-            self._bind(pid)
-            q, slot = self._q, self._slot(pid)
+            if self._bound.get(pid) != _PID:
+                self._bind(pid)
+            q, cas = self._q, self._atomic.cas
+            slot = _CTRL_WORDS + pid * _SLOT_WORDS
             while True:
                 reserved = self._reserve(slot, size)
                 if reserved is None:
@@ -632,14 +638,15 @@ class SharedRing:
                 w, pad = reserved
                 status_word = self._fill(w, pad, slot, pid, kind, target, length, parts, lengths)
                 # publish: the status is written last, by CAS (the consumer may have declared it failed)
-                if self._atomic.cas(status_word * 8, WRITING, READY):
+                if cas(status_word * 8, WRITING, READY):
                     break
                 q[slot + _P_REWRITES] += 1
             q[slot + _P_SEQ] += 1
             q[slot + _P_RECORDS] += 1
             q[slot + _P_PAYLOADS] += len(lengths)
             q[slot + _P_BYTES] += length
-        self._wake_consumer()
+        if q[_W_DATA_WAITERS]:                          # one load unless the consumer sleeps
+            self._wake_consumer()
         return True
 
     def _reserve(self, slot: int, size: int) -> tuple[int, int] | None:
@@ -647,7 +654,7 @@ class SharedRing:
 
         Returns ``(old cursor, padding)`` or None when the space is not free (Fig. 5e).
         """
-        q, cap = self._q, self._cap
+        q, cap, cas = self._q, self._cap, self._atomic.cas
         q[slot + _P_RESERVING] = 1
         while True:
             w = q[_W_WPOS]
@@ -657,32 +664,29 @@ class SharedRing:
             if end - q[_W_RPOS] > cap:
                 q[slot + _P_RESERVING] = 0
                 return None
-            if self._atomic.cas(_W_WPOS * 8, w, end):
+            if cas(_W_WPOS * 8, w, end):
                 return w, pad
 
     def _fill(self, w: int, pad: int, slot: int, producer: int, kind: int, target: int, length: int,
               parts: list, lengths: list[int]) -> int:
         """Write the flush marker (if any), the header (status WRITING) and the payload; return the status word."""
-        q, buf, cap, data, salt = self._q, self._buf, self._cap, self._data, self._salt
-        seq = q[slot + _P_SEQ] & _M32
+        q, buf, data, salt = self._q, self._buf, self._data, self._salt
         pos = w + pad
-        start = data + pos % cap
+        start = data + pos % self._cap
         header_written = False
         try:
             if pad:
                 q[slot + _P_FLUSHES] += 1
-                if pad >= HEADER_BYTES:
-                    at = data + w % cap
-                    _HEAD.pack_into(buf, at, FLUSH, pad - HEADER_BYTES, 0, 0, producer, 0)
-                    q[(at >> 3) + 3] = w ^ salt
-            _HEAD.pack_into(buf, start, WRITING, length, target, seq, producer, kind)
+                self._write_flush(w, pad, producer)
+            _HEAD.pack_into(buf, start, WRITING, length, target, q[slot + _P_SEQ] & _M32, producer, kind)
             q[(start >> 3) + 3] = pos ^ salt          # the tag last: now the header is valid (invariant 3)
             header_written = True
             q[slot + _P_RESERVING] = 0
             at = start + HEADER_BYTES
             if kind == KIND_BATCH:
+                pack_length = _U32.pack_into
                 for part, n in zip(parts, lengths):
-                    _U32.pack_into(buf, at, n)
+                    pack_length(buf, at, n)
                     at += 4
                     for piece in part:
                         end = at + len(piece)
@@ -694,21 +698,30 @@ class SharedRing:
                     buf[at:end] = piece
                     at = end
         except BaseException:
-            # abandon: leave a valid FAILED header so the consumer skips the reserved space at once
-            q[slot + _P_ABANDONED] += 1
-            if pad >= HEADER_BYTES:
-                at = data + w % cap
-                _HEAD.pack_into(buf, at, FLUSH, pad - HEADER_BYTES, 0, 0, producer, 0)
-                q[(at >> 3) + 3] = w ^ salt
-            if not header_written:
-                _HEAD.pack_into(buf, start, FAILED, length, target, seq, producer, kind)
-                q[(start >> 3) + 3] = pos ^ salt
-            else:
-                self._atomic.cas(start, WRITING, FAILED)
-            q[slot + _P_RESERVING] = 0
-            self._wake_consumer()
+            self._abandon(w, pad, start, pos, slot, producer, kind, target, length, header_written)
             raise
         return start >> 3
+
+    def _write_flush(self, w: int, pad: int, producer: int) -> None:
+        """Mark the rest of the lap, from ``w``, as skipped (Fig. 5d); a tail shorter than a header is implied."""
+        if pad >= HEADER_BYTES:
+            at = self._data + w % self._cap
+            _HEAD.pack_into(self._buf, at, FLUSH, pad - HEADER_BYTES, 0, 0, producer, 0)
+            self._q[(at >> 3) + 3] = w ^ self._salt
+
+    def _abandon(self, w: int, pad: int, start: int, pos: int, slot: int, producer: int, kind: int, target: int,
+                 length: int, header_written: bool) -> None:
+        """A write failed midway: leave a valid FAILED header so the consumer skips the reserved space at once."""
+        q = self._q
+        q[slot + _P_ABANDONED] += 1
+        self._write_flush(w, pad, producer)
+        if not header_written:
+            _HEAD.pack_into(self._buf, start, FAILED, length, target, q[slot + _P_SEQ] & _M32, producer, kind)
+            q[(start >> 3) + 3] = pos ^ self._salt
+        else:
+            self._atomic.cas(start, WRITING, FAILED)
+        q[slot + _P_RESERVING] = 0
+        self._wake_consumer()
 
     def _fits(self, size: int) -> bool:
         q, cap = self._q, self._cap

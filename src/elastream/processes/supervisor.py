@@ -22,7 +22,13 @@ from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
 from elastream.processes.child import child_main, receive, send
+from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
+
+
+#: Modules the fork server imports before forking workers (``start_method="forkserver"``).
+FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
+                      "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle")
 
 
 class WorkerProcessError(ElastreamError):
@@ -68,7 +74,9 @@ class ProcessRunHandle:
 
         self.flow = flow
         self.runner = runner
-        self.assignment = dict(assignment)
+        # Replicated operators (placement entries "X#r", C-Stream §4.2) become split → replicas → merge.
+        self.run_flow, self.assignment = expand_assignment(flow, assignment, runner.processes,
+                                                           getattr(runner, "replicas", None))
         self.processes = runner.processes
         self._started = perf_counter()
         self._rings: list[Any] = []
@@ -78,14 +86,14 @@ class ProcessRunHandle:
         self._explicit_shutdown = False
         self._failure: BaseException | None = None
         self._result: Any = None
-        edges = cross_edges(flow, self.assignment)
+        edges = cross_edges(self.run_flow, self.assignment)
         ring_names: dict[int, str] = {}
         try:
             for edge, *_ in edges:
                 ring = SharedRing.create(runner.ring_bytes, producers=1)
                 self._rings.append(ring)
                 ring_names[edge] = ring.name
-            specs = split_flow(flow, self.assignment, self.processes, ring_names, runner.child_options())
+            specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, runner.child_options())
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
             self._children = self._spawn(specs)
         except BaseException:
@@ -97,6 +105,10 @@ class ProcessRunHandle:
     # -- start ---------------------------------------------------------------------------
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
         ctx = mp.get_context(self.runner.start_method)
+        if self.runner.start_method == "forkserver":
+            # The fork server imports the engine once; every later worker forks from it warm
+            # (~10 ms instead of a fresh interpreter's ~0.3 s of imports). No effect once it runs.
+            ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
         children = []
         try:
             for spec in specs:

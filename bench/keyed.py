@@ -1,0 +1,208 @@
+"""``elastream bench keyed``: an ordered running sum per key, plain loop vs elastream on 1 and 2 processes.
+
+The workload of issue 4's performance goal: 200,000 ``(key, value)`` tuples
+over 1,000 uniformly drawn keys; per tuple a pure-Python function of about
+20 µs (it holds the GIL) whose result is added to the key's running sum; the
+output is ``(key, running sum)`` per tuple, in input order.
+
+* ``plain loop`` — the single-core Python loop (a dict of sums, one pass).
+* ``elastream P=1`` — ``key_by(key, partitions=...).reduce(...)`` on one process.
+* ``elastream P=2`` — the same flow with the reduce replicated over two worker
+  processes (``replicated_placement``: ordered split by key hash → one replica
+  per process → ordered merge through the reorder buffer, C-Stream §4.2).
+
+This is *process* parallelism: the per-tuple function holds the GIL, so only
+worker processes (one core each) can overlap it. Every elastream time is the
+whole ``Runner.run`` — workers started from the fork server, compiling, the
+run, collecting the 200,000 outputs back, teardown; the one-time start of the
+fork server itself (once per Python session) is timed separately, and
+``--start-method spawn`` shows a fresh interpreter per worker. Each elastream
+output is checked to equal the plain loop's, element by element. Repetitions
+are the outer loop (load bursts from other users hit every configuration
+alike); the best time of each is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from functools import partial
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+import elastream as es
+from elastream.bench._common import fmt, machine
+from elastream.processes.replicate import replicated_placement
+
+GIL_NOTE = ("GIL case: hold — the per-tuple function is pure Python, so threads cannot overlap it; the speed-up "
+            "comes from worker processes (process parallelism, one core each).")
+CALIBRATION_S = 0.2
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``elastream bench keyed``."""
+    parser.add_argument("--tuples", type=int, default=200_000)
+    parser.add_argument("--keys", type=int, default=1_000)
+    parser.add_argument("--cost-us", type=float, default=20.0, help="per-tuple function cost (pure Python)")
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="elastream process counts")
+    parser.add_argument("--partitions", type=int, default=64, help="key partitions (bounds the replicas)")
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions; the best time of each row is kept")
+    parser.add_argument("--start-method", choices=("forkserver", "spawn"), default="forkserver")
+    parser.add_argument("--seed", type=int, default=7)
+
+
+# -- the workload --------------------------------------------------------------------------------
+def burn(value: int, rounds: int) -> int:
+    """The per-tuple function: ``rounds`` steps of integer arithmetic in pure Python (holds the GIL)."""
+    acc = value
+    for i in range(rounds):
+        acc = (acc * 31 + i) & 0xFFFF
+    return acc
+
+
+def add_burned(rounds: int, acc: int, item: tuple[int, int]) -> int:
+    """The reduce step: the key's running sum plus the costly function of the tuple's value."""
+    return acc + burn(item[1], rounds)
+
+
+def key_of(item: tuple[int, int]) -> int:
+    """The tuple's key."""
+    return item[0]
+
+
+def make_data(tuples: int, keys: int, seed: int) -> list[tuple[int, int]]:
+    """``tuples`` pairs ``(key, value)``, keys uniform over ``range(keys)``, seeded."""
+    rng = random.Random(seed)
+    return [(rng.randrange(keys), rng.randrange(1 << 16)) for _ in range(tuples)]
+
+
+def calibrate(cost_us: float) -> int:
+    """Rounds of :func:`burn` that take about ``cost_us`` on this machine (best of a few timings)."""
+    rounds = 100
+    while True:
+        t0 = time.perf_counter()
+        reps = 0
+        while time.perf_counter() - t0 < CALIBRATION_S / 4:
+            burn(reps, rounds)
+            reps += 1
+        per_call = (time.perf_counter() - t0) / reps
+        if per_call > 2e-6:
+            break
+        rounds *= 4
+    best = min(_time_calls(rounds) for _ in range(3))
+    return max(1, round(rounds * cost_us * 1e-6 / best))
+
+
+def _time_calls(rounds: int, calls: int = 200) -> float:
+    t0 = time.perf_counter()
+    for i in range(calls):
+        burn(i, rounds)
+    return (time.perf_counter() - t0) / calls
+
+
+def plain_loop(data: list[tuple[int, int]], rounds: int) -> list[tuple[int, int]]:
+    """The reference: one core, one pass, a dict of running sums."""
+    sums: dict[int, int] = {}
+    out = []
+    for item in data:
+        k = item[0]
+        s = sums.get(k, 0) + burn(item[1], rounds)
+        sums[k] = s
+        out.append((k, s))
+    return out
+
+
+def build_flow(data: list[tuple[int, int]], rounds: int, partitions: int) -> es.Flow:
+    """source → key_by(key).reduce(running sum + burn) → Collect, the reduce named ``sum``."""
+    flow = es.Flow("keyed")
+    (flow.source(es.ops.FromIterable(data), name="src")
+         .key_by(key_of, partitions=partitions)
+         .reduce(partial(add_burned, rounds), initial=int, name="sum")
+         .sink(es.ops.Collect(), name="out"))
+    return flow
+
+
+def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args: argparse.Namespace) -> Any:
+    """One timed ``Runner.run`` of the flow on ``processes`` processes; returns (seconds, outputs, placement)."""
+    flow = build_flow(data, rounds, args.partitions)
+    placement: Any = "auto"
+    if processes > 1:
+        placement = replicated_placement(flow, processes, {"sum": processes})
+    runner = es.Runner(processes=processes, placement=placement, start_method=args.start_method)
+    t0 = time.perf_counter()
+    result = runner.run(flow, timeout=600)
+    return time.perf_counter() - t0, result.outputs["out"], placement
+
+
+# -- the benchmark ---------------------------------------------------------------------------------
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Calibrate, then time the plain loop and each process count ``--repeat`` times."""
+    data = make_data(args.tuples, args.keys, args.seed)
+    rounds = calibrate(args.cost_us)
+    server_start_s = _warm_fork_server(args) if args.start_method == "forkserver" else None
+    best: dict[str, float] = {}
+    reference: list | None = None
+    placements: dict[str, Any] = {}
+    for _ in range(max(1, args.repeat)):
+        t0 = time.perf_counter()
+        expected = plain_loop(data, rounds)
+        _keep_best(best, "plain", time.perf_counter() - t0)
+        reference = reference if reference is not None else expected
+        if expected != reference:
+            raise AssertionError("the plain loop is not deterministic")
+        for p in args.processes:
+            seconds, outputs, placement = run_elastream(data, rounds, p, args)
+            if outputs != reference:
+                raise AssertionError(f"elastream with {p} processes produced different output than the plain loop")
+            _keep_best(best, f"p{p}", seconds)
+            placements[f"p{p}"] = placement
+    plain = best["plain"]
+    rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
+             "speedup_vs_plain": 1.0, "output_equal": True}]
+    for p in args.processes:
+        s = best[f"p{p}"]
+        rows.append({"config": f"elastream P={p}", "processes": p, "seconds": s, "tuples_per_s": args.tuples / s,
+                     "speedup_vs_plain": plain / s, "output_equal": True, "placement": placements[f"p{p}"]})
+    return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
+            "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
+            "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
+            "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows, "machine": machine()}
+
+
+def _keep_best(best: dict[str, float], key: str, seconds: float) -> None:
+    best[key] = min(seconds, best.get(key, seconds))
+
+
+def _warm_fork_server(args: argparse.Namespace) -> float:
+    """Start the fork server with a tiny two-process run; return how long that took."""
+    tiny = make_data(100, 10, args.seed)
+    t0 = time.perf_counter()
+    flow = build_flow(tiny, 1, 2)
+    es.Runner(processes=2, placement=replicated_placement(flow, 2, {"sum": 2}), start_method="forkserver").run(flow)
+    return time.perf_counter() - t0
+
+
+def print_report(result: dict[str, Any], console: Console) -> None:
+    """Render a result of :func:`run` as a rich table plus the ratio to the goal."""
+    table = Table(title=f"ordered running sum per key: {result['tuples']:,} tuples, {result['keys']:,} keys, "
+                        f"~{result['measured_cost_us']:.1f} µs/tuple (pure Python)")
+    for col in ("configuration", "seconds", "tuples/s", "speed-up vs plain", "output = plain loop"):
+        table.add_column(col, justify="right")
+    for r in result["results"]:
+        table.add_row(r["config"], f"{r['seconds']:.3f}", fmt(r["tuples_per_s"], 0), f"{r['speedup_vs_plain']:.2f}",
+                      "yes" if r["output_equal"] else "NO")
+    console.print(table)
+    p2 = next((r for r in result["results"] if r["processes"] == 2 and r["config"] != "plain loop"), None)
+    if p2 is not None:
+        verdict = "meets" if p2["speedup_vs_plain"] >= result["goal_speedup_p2"] else "misses"
+        console.print(f"P=2 / plain loop = {p2['speedup_vs_plain']:.2f} ({verdict} the {result['goal_speedup_p2']}x "
+                      f"goal); placement {p2['placement']}")
+    if result["fork_server_start_s"] is not None:
+        console.print(f"workers fork from a warm fork server; its one-time start took "
+                      f"{result['fork_server_start_s']:.2f} s (not in the rows)")
+    console.print(result["note"])
+    console.print(f"best of {result['repeat']}; load average (1 min) {result['machine']['load_average_1min']:.2f}")
+

@@ -43,7 +43,7 @@ from typing import Any
 
 from elastream.errors import FlowValidationError
 from elastream.graph.flow import Flow
-from elastream.operators.base import PARTITIONED
+from elastream.operators.base import PARTITIONED, max_parallelism
 from elastream.ordered.split_merge import (DEFAULT_CHUNK, DEFAULT_REORDER_CAPACITY, OrderedMerge, OrderedReplica,
                                            OrderedSplit, replicable_kind)
 
@@ -73,8 +73,11 @@ def parse_replica_name(name: str) -> tuple[str, int] | None:
 
 
 def max_replicas(op: Any) -> int:
-    """Most replicas ``op`` may have: its maximum degree of parallelism (ordered-multicore §6)."""
-    return max(1, int(getattr(op, "max_workers", 1) or 1))
+    """Most replicas ``op`` may have: its kind's maximum degree of parallelism (ordered-multicore §6).
+
+    Unbounded for stateless operators, the partition count for partitioned ones.
+    """
+    return max_parallelism(op.kind, getattr(op, "partitions", 1))
 
 
 def check_replicable(flow: Flow, name: str, count: int) -> None:

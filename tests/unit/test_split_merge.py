@@ -1,0 +1,212 @@
+"""Ordered split / replica / merge (C-Stream §4.2) in one process: order, routing, replica changes, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+import elastream as es
+from conftest import run_with_deadline
+from elastream.ordered.split_merge import END_SEQ, OrderedMerge, OrderedReplica, OrderedSplit, is_one_to_one
+from elastream.processes.replicate import (choose_replicas, expand_assignment, merge_name, parse_replica_name,
+                                           replica_name, replicate_flow, replicated_placement, split_name)
+
+pytestmark = pytest.mark.timeout(60)
+
+N = 5_000
+
+
+def pipeline(op_builder, n: int = N) -> es.Flow:
+    """src → (the operator under test, named "x") → Collect "out"."""
+    flow = es.Flow("sm")
+    s = flow.source(es.ops.FromIterable([(i % 23, i) for i in range(n)]), name="src")
+    op_builder(s).sink(es.ops.Collect(), name="out")
+    return flow
+
+
+def sequential(op_builder, n: int = N) -> list:
+    return run_with_deadline(pipeline(op_builder, n), threads=1).outputs["out"]
+
+
+STATELESS = {
+    "selectivity 0": lambda s: s.filter(lambda e: False, name="x"),
+    "selectivity 1": lambda s: s.map(lambda e: (e[0], e[1] * 3), name="x"),
+    "selectivity 1/3": lambda s: s.filter(lambda e: e[1] % 3 == 0, name="x"),
+    "selectivity >1": lambda s: s.flat_map(lambda e: [e] * (e[1] % 4), name="x"),
+}
+PARTITIONED = {
+    "running count": lambda s: s.key_by(lambda e: e[0], partitions=8).process(
+        lambda n, e: (n + 1, [(e[0], n + 1)]), state=int, name="x"),
+    "reduce": lambda s: s.key_by(lambda e: e[0], partitions=8).reduce(lambda a, e: (a[0], a[1] + e[1]), name="x"),
+    "filtering keyed": lambda s: s.key_by(lambda e: e[0], partitions=4).process(
+        lambda n, e: (n + 1, [(e[0], n)] * (n % 3)), state=int, name="x"),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("case", sorted({**STATELESS, **PARTITIONED}))
+def test_replicated_in_one_process_equals_sequential(case, threads):
+    build = {**STATELESS, **PARTITIONED}[case]
+    expected = sequential(build)
+    flow = replicate_flow(pipeline(build), {"x": 3 if case in STATELESS else 4}, chunk=64)
+    result = run_with_deadline(flow, threads=threads, max_queue_size=8, batch_size=16)
+    assert result.outputs["out"] == expected
+
+
+def test_partitioned_state_stays_whole_per_key():
+    """Each key meets one replica, so per-key running counts equal a sequential fold."""
+    build = PARTITIONED["running count"]
+    result = run_with_deadline(replicate_flow(pipeline(build), {"x": 4}, chunk=50), threads=2)
+    counts: dict[int, int] = {}
+    for key, n in result.outputs["out"]:
+        counts[key] = counts.get(key, 0) + 1
+        assert n == counts[key]
+    assert counts == {k: sum(1 for i in range(N) if i % 23 == k) for k in range(23)}
+
+
+class SwitchReplicas(es.FunctionOperator):
+    """Pass-through that tells the split to change its active replicas when given tuples pass."""
+
+    def __init__(self, split: OrderedSplit, at: dict[int, list[int]]):
+        super().__init__()
+        self.split, self.at = split, at
+
+    def on_batch(self, items, port):
+        for _, i in items:
+            if i in self.at:
+                self.split.set_active(self.at[i])
+        return items
+
+
+def test_replicas_join_and_leave_while_running_keep_order():
+    build = STATELESS["selectivity >1"]
+    expected = sequential(build, 20_000)
+    flow = replicate_flow(pipeline(build, 20_000), {"x": 3}, chunk=32)
+    split = flow[split_name("x")].operator
+    split.set_active([0, 1])
+    rebuilt = es.Flow("switching")
+    for name, handle in flow.operators.items():
+        rebuilt.add(handle.operator, name=name)
+    switch = rebuilt.add(SwitchReplicas(split, {6_000: [0, 1, 2], 12_000: [1, 2]}), name="switch")
+    for c in flow.connections:
+        if c.dst == split_name("x"):
+            rebuilt.connect(rebuilt[c.src].out(c.src_port), switch.in_(0))
+            rebuilt.connect(switch.out(0), rebuilt[c.dst].in_(0))
+        else:
+            rebuilt.connect(rebuilt[c.src].out(c.src_port), rebuilt[c.dst].in_(c.dst_port))
+    result = run_with_deadline(rebuilt, threads=2, max_queue_size=16, batch_size=32)
+    assert result.outputs["out"] == expected
+    per_replica = {r: result.stats.operators[replica_name("x", r)].tuples_in for r in range(3)}
+    assert all(n > 0 for n in per_replica.values()), per_replica  # replica 2 joined and got work
+    assert split.active == [1, 2]
+
+
+def piece(seq, parts, offsets, outputs, nested=False):
+    return (seq, parts, offsets, outputs, nested)
+
+
+def open_merge(capacity: int = 4) -> OrderedMerge:
+    merge = OrderedMerge("nonblocking", capacity)
+    merge.open(None)
+    return merge
+
+
+def test_merge_releases_by_serial_and_assembles_pieces():
+    merge = open_merge()
+    assert merge.on_batch([piece(1, 2, [1], [["b1"]], True)], 0) == []
+    assert merge.statistics().partial_batches == 1
+    assert merge.on_batch([piece(0, 1, None, ["a0", "a1"]), piece(2, 1, None, [])], 0) == ["a0", "a1"]
+    # Serial 1's second piece completes it: its inputs' outputs in input order, then serial 2 (no outputs).
+    assert merge.on_batch([piece(1, 2, [0, 2], [["x"], ["y", "z"]], True)], 0) == ["x", "b1", "y", "z"]
+    assert merge.statistics().partial_batches == 0
+    assert merge.statistics().reorder.emitted == 3
+
+
+def test_merge_one_to_one_pieces_interleave_by_offset():
+    merge = open_merge()
+    out = merge.on_batch([piece(0, 2, [0, 2, 3], ["a", "c", "d"]), piece(0, 2, [1, 4], ["b", "e"])], 0)
+    assert out == ["a", "b", "c", "d", "e"]
+
+
+def test_merge_empty_outputs_advance_and_parked_batches_are_released():
+    merge = open_merge(capacity=2)
+    # Serials 5..2 arrive before 0 and 1: beyond the window they are parked, then released in order.
+    out = merge.on_batch([piece(s, 1, None, [s]) for s in (5, 4, 3, 2)], 0)
+    assert out == [] and merge.statistics().parked >= 2
+    out = merge.on_batch([piece(1, 1, None, []), piece(0, 1, None, [0])], 0)
+    assert out == [0, 2, 3, 4, 5]
+    assert merge.on_inputs_closed() is None
+
+
+def test_merge_end_outputs_follow_everything_replica_by_replica():
+    merge = open_merge()
+    assert merge.on_batch([(END_SEQ, 1, ["end1"]), piece(0, 1, None, ["a"]), (END_SEQ, 0, ["end0"])], 0) == ["a"]
+    assert merge.on_inputs_closed() == ["end0", "end1"]
+
+
+def test_merge_reports_a_lost_piece_at_the_end():
+    merge = open_merge()
+    merge.on_batch([piece(1, 1, None, ["b"])], 0)
+    with pytest.raises(RuntimeError, match="never completed"):
+        merge.on_inputs_closed()
+
+
+def test_replica_per_input_outputs_for_keyed_pieces():
+    op = es.ops.FlatMap(lambda x: [x] * x)
+    replica = OrderedReplica(op, 0)
+    assert not replica.one_to_one
+    assert replica.run_piece((3, 2, [0, 2], [2, 0])) == (3, 2, [0, 2], [[2, 2], []], True)
+    assert replica.run_piece((4, 1, None, [1, 2])) == (4, 1, None, [1, 2, 2], False)
+    assert is_one_to_one(es.ops.Map(abs)) and not is_one_to_one(es.ops.Filter(bool))
+
+
+def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
+    split = OrderedSplit(2, key=lambda e: e, partitions=4)
+    routed = split._route_by_key(0, [0, 1, 2, 3, 4, 5])
+    assert sorted(r for r, _ in routed) == [0, 1]
+    for r, (_, parts, offsets, items) in routed:
+        assert parts == 2 and all(split.table[k % 4] == r for k in items) and offsets == items
+    rr = OrderedSplit(3)
+    assert [rr._route_round_robin(s, ["t"])[0][0] for s in range(4)] == [0, 1, 2, 0]
+    with pytest.raises(NotImplementedError):
+        split.set_active([0])
+    with pytest.raises(ValueError):
+        rr.set_active([3])
+
+
+@pytest.mark.parametrize("build, count, match", [
+    (lambda s: s.process(lambda st, e: (st, [e]), state=int, name="x"), 2, "cannot be replicated"),
+    (lambda s: s.key_by(lambda e: e[0]).reduce(lambda a, e: e, name="x"), 2, "at most 1"),
+    (lambda s: s.key_by(lambda e: e[0], partitions=4).process(lambda st, e: (st, [e]), state=int, name="x",
+                                                               on_end=lambda k, st: [k]), 2, "on_end"),
+    (lambda s: s.map(lambda e: e, name="x"), 0, ">= 1"),
+])
+def test_unreplicable_requests_fail_at_build_time_naming_the_operator(build, count, match):
+    with pytest.raises(es.FlowValidationError, match=match) as info:
+        replicate_flow(pipeline(build), {"x": count})
+    assert info.value.operator == "x"
+    with pytest.raises(es.FlowValidationError, match="not in flow"):
+        replicate_flow(pipeline(build), {"nope": 2})
+
+
+def test_placement_names_replicas_and_expansion_places_split_and_merge_by_neighbours():
+    flow = pipeline(STATELESS["selectivity 1"])
+    plan = replicated_placement(flow, 2, {"x": 2}, placement={"src": 1, "x": 1, "out": 0})
+    assert plan == {"src": 1, "x": 1, "out": 0, "x#0": 1, "x#1": 0}
+    rewritten, full = expand_assignment(flow, plan, 2)
+    assert full == {"src": 1, split_name("x"): 1, merge_name("x"): 0, "x#0": 1, "x#1": 0, "out": 0}
+    assert set(rewritten.operators) == set(full)
+    assert parse_replica_name("x#12") == ("x", 12) and parse_replica_name("x#split") is None
+    with pytest.raises(es.FlowValidationError, match="0..k-1"):
+        expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#1": 1}, 2)
+    unchanged, same = expand_assignment(flow, {"src": 0, "x": 1, "out": 0}, 2)
+    assert unchanged is flow and same == {"src": 0, "x": 1, "out": 0}
+
+
+def test_automatic_rule_replicates_the_dominant_operator():
+    flow = es.Flow("auto")
+    (flow.source(range(10), name="src").then(es.ops.Busy(cost_us=500.0), name="heavy")
+         .map(lambda x: x, name="light").sink(es.ops.Collect(), name="out"))
+    assert choose_replicas(flow, 2) == {"heavy": 2}
+    assert choose_replicas(flow, 1) == {}
+    plan = replicated_placement(flow, 2)
+    assert {plan["heavy#0"], plan["heavy#1"]} == {0, 1}

@@ -506,37 +506,56 @@ def _row_maker(names: tuple[str, ...]) -> Callable[..., dict[str, Any]]:
 
 
 def column_values(array: Any) -> list[Any]:
-    """A pyarrow Array as Python values, as ``array.to_pylist()`` gives them (None for nulls)."""
+    """A pyarrow Array as Python values, as ``array.to_pylist()`` gives them (None for nulls).
+
+    Fixed-width numbers are read straight from the array's data buffer through
+    numpy (the slots of nulls hold arbitrary bytes, replaced by None after).
+    """
     import pyarrow as pa
 
     t = array.type
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-        filled = array.fill_null(False if pa.types.is_boolean(t) else 0)
-        return _with_nulls(array, filled.to_numpy(zero_copy_only=False).tolist())
-    if pa.types.is_decimal(t) and t.precision <= 18:
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        # Not t.to_pandas_dtype(): it imports pandas, half a second on the first batch.
+        kind = "f" if pa.types.is_floating(t) else "i" if pa.types.is_signed_integer(t) else "u"
+        return _with_nulls(array, _data_buffer(array, f"<{kind}{t.bit_width // 8}"))
+    if pa.types.is_decimal128(t) and t.precision <= 18:
         return _decimal_values(array, t.scale)
     return array.to_pylist()
 
 
+def _data_buffer(array: Any, dtype: Any, width: int = 1) -> Any:
+    """The array's values buffer as a numpy array (``width`` words per value), without copying."""
+    import numpy as np
+
+    buffer = array.buffers()[1]
+    start = array.offset * width
+    return np.frombuffer(buffer, dtype=dtype, count=start + len(array) * width)[start:]
+
+
 def _decimal_values(array: Any, scale: int) -> list[Any]:
-    """Decimals through their unscaled int64 value: about three times faster than ``to_pylist``."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
+    """Decimals through their unscaled integers: about four times faster than ``to_pylist``."""
+    import numpy as np
     from decimal import Decimal
 
-    # precision <= 18 digits: the unscaled value fits an int64, and Decimal.scaleb
-    # keeps all its digits (the default context has 28), so the values are exact.
-    unscaled = pc.multiply(array.fill_null(0), pa.scalar(10 ** scale, pa.int64())) if scale else array.fill_null(0)
-    ints = pc.cast(unscaled, pa.int64()).to_numpy().tolist()
+    # A decimal128 is two little-endian int64 words; with precision <= 18 the
+    # value fits the low word, which two's complement makes a signed int64.
+    # Decimal.scaleb keeps every digit (the default context has 28), so values are exact.
+    unscaled = _data_buffer(array, np.int64, width=2)[::2].tolist()
     exponent = -scale
-    return _with_nulls(array, [Decimal(v).scaleb(exponent) for v in ints])
+    return _with_nulls(array, [Decimal(v).scaleb(exponent) for v in unscaled])
 
 
-def _with_nulls(array: Any, values: list[Any]) -> list[Any]:
+def _with_nulls(array: Any, values: Any) -> list[Any]:
     if not array.null_count:
-        return values
-    valid = array.is_valid().to_numpy(zero_copy_only=False).tolist()
-    return [v if ok else None for v, ok in zip(values, valid)]
+        return values.tolist() if hasattr(values, "tolist") else values
+    import numpy as np
+
+    # The validity bitmap, unpacked by numpy (a boolean Array's to_numpy would import pandas).
+    bits = np.unpackbits(np.frombuffer(array.buffers()[0], dtype=np.uint8), bitorder="little")
+    nulls = bits[array.offset:array.offset + len(array)] == 0
+    boxed = values.astype(object) if isinstance(values, np.ndarray) else np.array(values, dtype=object)
+    boxed[nulls] = None
+    return boxed.tolist()
 
 
 def _prefixes(dotted: str) -> list[str]:

@@ -46,6 +46,8 @@ ENGINE = "local"
 TARGET_MARKERS = 2_000
 #: Fraction of the markers dropped at each end of the stream (ordered-multicore §7: 20th to 80th percentile).
 TRIM = 0.2
+DEFAULT_POLICY = "least_recently_run"
+DEFAULT_BATCH_SIZE = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +56,8 @@ class LocalOptions:
 
     threads: int = 1
     processes: int = 1
-    policy: str = "least_recently_run"
-    batch_size: int = 256
+    policy: str = DEFAULT_POLICY
+    batch_size: int = DEFAULT_BATCH_SIZE
     #: Rows between latency markers; 0: no markers; None: about TARGET_MARKERS per run.
     marker_every: int | None = None
     #: Runner placement for processes > 1 ("auto", "round_robin" or operator → process).
@@ -80,9 +82,9 @@ def add_arguments(parser: Any) -> None:
                       help="local: worker processes (default 1)")
     add_argument_once(parser, "--policy", default=None, metavar="NAME",
                       help=f"local: scheduling policy, one of {', '.join(es.policies.available())} "
-                           f"(default {LocalOptions.policy})")
+                           f"(default {DEFAULT_POLICY})")
     add_argument_once(parser, "--batch-size", type=int, default=None, metavar="B",
-                      help=f"local: most tuples an operator takes per step (default {LocalOptions.batch_size})")
+                      help=f"local: most tuples an operator takes per step (default {DEFAULT_BATCH_SIZE})")
     add_argument_once(parser, "--marker-every", type=int, default=None, metavar="N",
                       help=f"local: a latency marker every N stream rows (default: about {TARGET_MARKERS} "
                            "markers per run; 0: none)")

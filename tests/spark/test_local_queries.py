@@ -69,6 +69,15 @@ def _assert_same(query: str, expected: pa.Table, actual: pa.Table) -> None:
 
 
 @pytest.mark.spark
+def test_generated_streams_are_read_from_several_ordered_files(tpcxbb_data):
+    # First in the module, and cheap: the session's Spark start and data generation land on this test.
+    for query in CASES:
+        qf = build_flow(query, tpcxbb_data, CASES[query])
+        assert len(qf.stream_files) > 1 and qf.stream_files == sorted(qf.stream_files)
+        assert qf.flow.operators[qf.source_name].operator.paths == [str(f) for f in qf.stream_files]
+
+
+@pytest.mark.spark
 @pytest.mark.parametrize(("policy", "threads", "processes"), MODES, ids=[f"{p}-{t}thr-{n}proc" for p, t, n in MODES])
 @pytest.mark.parametrize("query", list(CASES))
 def test_local_answer_equals_spark_batch(batch_answers, tpcxbb_data, query, policy, threads, processes):

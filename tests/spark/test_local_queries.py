@@ -232,7 +232,8 @@ def test_q03_equal_timestamps_order_null_sales_first_then_item(tmp_path):
     _write_table(tmp_path, "item", item)
     write_stream(tmp_path, "wcs_stream", [
         # user 1: views 21..24, then in one second a plain view of 8 and order 99 with items 10001 and 3.
-        # Stream order (ts, user, sales NULLS FIRST, item): 8, 3, 10001 → the last 5 before 10001 are 22, 23, 24, 8, 3.
+        # Stream order (ts, user, sales NULLS FIRST, item): 8, 3, 10001, so the last 5 before 10001 are
+        # 22, 23, 24, 8, 3.
         *[_click(1, 10, T - 100 + k, 21 + k) for k in range(4)],
         _click(1, 10, T, 10001, sales=99), _click(1, 10, T, 3, sales=99), _click(1, 10, T, 8),
         # user 2: 26 one second outside the 10-day window, 25 exactly on its edge, 27 of category 9

@@ -116,7 +116,8 @@ def run_command(args: argparse.Namespace) -> int:
 def performance_line(run: QueryRun) -> str:
     """Throughput and (for streaming engines) marker latency of a run, as one line of rich markup.
 
-    Example: ``performance_line(run)`` → ``"68,133 input rows in 0.21 s: 324,443 tuples/s; latency p50 1.20 ms, p99 9.80 ms"``
+    Example: ``performance_line(run)`` →
+    ``"68,133 input rows in 0.21 s: 324,443 tuples/s; latency p50 1.20 ms, p99 9.80 ms"``
     """
     text = f"{run.input_rows:,} input rows in {run.seconds:.2f} s: [bold]{run.tuples_per_second:,.0f} tuples/s[/]"
     if run.latency_p50_ms is None:

@@ -115,7 +115,7 @@ class QueryFlow:
 
 @dataclass(frozen=True, slots=True)
 class Marker:
-    """A latency probe: ``seq``-th marker of the stream, made at ``stamp`` (perf_counter), seen by the sink at ``arrived``."""
+    """A latency probe: the ``seq``-th marker, made at ``stamp`` (perf_counter), seen by the sink at ``arrived``."""
 
     seq: int
     stamp: float

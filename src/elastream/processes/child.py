@@ -47,6 +47,11 @@ def child_main(index: int, payload: bytes, conn: Any) -> None:
 
     try:
         spec = cloudpickle.loads(payload)
+        if not spec.operators:
+            # A placement may leave a process without operators (more processes than work): nothing to run.
+            send(conn, ("started", os.getpid()))
+            send(conn, ("done", {}, None, False))
+            return
         flow = build_child_flow(spec)
         handle = Runner(**spec.runner).start(flow)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit

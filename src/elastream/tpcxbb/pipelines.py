@@ -53,7 +53,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from operator import itemgetter
 from pathlib import Path
@@ -236,18 +236,15 @@ class _Stages:
 
     markers: bool
     partitions: int = DEFAULT_PARTITIONS
-    names: list[str] = field(default_factory=list)
 
     def sl(self, stream: Stream, fn: Callable[[Any], Iterable[Any]], name: str) -> Stream:
         """Stateless: ``fn(record) -> outputs`` (filter and project in one step)."""
-        self.names.append(name)
         return stream.flat_map(_flat_map_passing_markers(fn) if self.markers else fn, name=name)
 
     def ps(self, stream: Stream, key: Callable[[Any], Any], step: Callable[..., Any], state: Callable[[], Any],
            name: str, on_end: Callable[[Any, Any], Iterable[Any]] | None = None,
            partitions: int | None = None) -> Stream:
         """Partitioned stateful, keyed by ``key``."""
-        self.names.append(name)
         if self.markers:
             key, step, on_end = _key_passing_markers(key), _step_passing_markers(step), \
                 _keyed_end_skipping_markers(on_end)
@@ -257,7 +254,6 @@ class _Stages:
     def sf(self, stream: Stream, step: Callable[..., Any], state: Callable[[], Any], name: str,
            on_end: Callable[[Any], Iterable[Any]] | None = None) -> Stream:
         """Stateful: one ordered instance."""
-        self.names.append(name)
         if self.markers:
             step = _step_passing_markers(step)
         return stream.process(step, state=state, kind="stateful", on_end=on_end, name=name)

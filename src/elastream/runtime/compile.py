@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from elastream.graph.flow import Flow
 from elastream.operators.base import FunctionOperator, SourceOperator
+from elastream.runtime.allotment import ParallelFunctionTask, wants_allotment
 from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.runtime.task import CoroutineTask, FunctionTask, SourceTask, Task
@@ -51,7 +52,7 @@ def _is_control_edge(src: Task, dst: Task) -> bool:
 
 
 def task_class(op: object) -> type[Task]:
-    """Which driver runs an operator."""
+    """Which driver runs an operator (on one worker at a time)."""
     if isinstance(op, SourceOperator):
         return SourceTask
     if isinstance(op, FunctionOperator):
@@ -59,13 +60,29 @@ def task_class(op: object) -> type[Task]:
     return CoroutineTask
 
 
-def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int) -> CompiledFlow:
-    """Create one task per operator and one buffer per input port."""
+def make_task(name: str, op: object, index: int, *, batch_size: int, threads: int, reorder: str,
+              partitioning: str) -> Task:
+    """The task of one operator: shared by several workers when its kind allows it (ordered-multicore §2.2)."""
+    if wants_allotment(op, threads):  # type: ignore[arg-type]
+        return ParallelFunctionTask(name, op, index, batch_size, reorder=reorder,  # type: ignore[arg-type]
+                                    partitioning=partitioning)
+    return task_class(op)(name, op, index, batch_size)  # type: ignore[arg-type]
+
+
+def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: int = 1,
+                 reorder: str = "nonblocking", partitioning: str = "hybrid") -> CompiledFlow:
+    """Create one task per operator and one buffer per input port.
+
+    With ``threads > 1``, stateless and partitioned function operators get a
+    :class:`~elastream.runtime.allotment.ParallelFunctionTask` whose order
+    keeping uses the ``reorder`` and ``partitioning`` schemes.
+    """
     flow.validate()
     tasks: dict[str, Task] = {}
     for i, (name, handle) in enumerate(flow.operators.items()):
         op = handle.operator
-        task = task_class(op)(name, op, i, batch_size)
+        task = make_task(name, op, i, batch_size=batch_size, threads=threads, reorder=reorder,
+                         partitioning=partitioning)
         task.inputs = [PortBuffer(task, p, max_queue_size, f"{name}.in_({p})") for p in range(op.n_inputs)]
         tasks[name] = task
     for c in flow.connections:

@@ -24,6 +24,8 @@ from typing import Any
 from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats
+from elastream.ordered.partitioning import PARTITIONING_SCHEMES
+from elastream.ordered.reorder import REORDER_SCHEMES
 from elastream.policies.registry import create as create_policy
 from elastream.runtime.compile import compile_flow
 from elastream.runtime.monitor import Monitor
@@ -50,7 +52,8 @@ class RunHandle:
     def __init__(self, runner: Runner, flow: Flow):
         self.flow = flow
         self.runner = runner
-        compiled = compile_flow(flow, max_queue_size=runner.max_queue_size, batch_size=runner.batch_size)
+        compiled = compile_flow(flow, max_queue_size=runner.max_queue_size, batch_size=runner.batch_size,
+                                threads=runner.threads, reorder=runner.reorder, partitioning=runner.partitioning)
         self._tasks = compiled.tasks
         self.policy = create_policy(runner.policy, seed=runner.seed)
         self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=runner.shutdown_grace_s)
@@ -153,7 +156,7 @@ class Runner:
                  max_queue_size: int = 1024, quantum_ms: float = 50.0, elastic: bool = False,
                  batch_size: int = 256, seed: int | None = None, stats_period_ms: float = 100.0,
                  shutdown_grace_s: float = 1.0, placement: Any = "auto", start_method: str = "spawn",
-                 ring_bytes: int = 4 << 20):
+                 ring_bytes: int = 4 << 20, reorder: str = "nonblocking", partitioning: str = "hybrid"):
         if threads < 1:
             raise ValueError("threads must be >= 1")
         if max_queue_size < 1:
@@ -164,6 +167,11 @@ class Runner:
             raise ValueError("processes must be >= 1")
         if start_method not in ("spawn", "forkserver"):
             raise ValueError("start_method must be 'spawn' or 'forkserver' (fork is unsafe with threads)")
+        if reorder not in REORDER_SCHEMES:
+            raise ValueError(f"unknown reorder scheme {reorder!r}; choose one of {', '.join(REORDER_SCHEMES)}")
+        if partitioning not in PARTITIONING_SCHEMES:
+            raise ValueError(f"unknown partitioning scheme {partitioning!r}; "
+                             f"choose one of {', '.join(PARTITIONING_SCHEMES)}")
         if elastic:
             raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
         self.threads = threads
@@ -179,13 +187,16 @@ class Runner:
         self.placement = placement
         self.start_method = start_method
         self.ring_bytes = ring_bytes
+        self.reorder = reorder
+        self.partitioning = partitioning
         create_policy(policy, seed=seed)  # fail fast on an unknown name
 
     def child_options(self) -> dict[str, Any]:
         """Runner keyword arguments for one worker process of a multi-process run."""
         return {"threads": self.threads, "policy": self.policy, "max_queue_size": self.max_queue_size,
                 "quantum_ms": self.quantum_ms, "batch_size": self.batch_size, "seed": self.seed,
-                "stats_period_ms": self.stats_period_ms, "shutdown_grace_s": self.shutdown_grace_s}
+                "stats_period_ms": self.stats_period_ms, "shutdown_grace_s": self.shutdown_grace_s,
+                "reorder": self.reorder, "partitioning": self.partitioning}
 
     def assignment(self, flow: Flow) -> dict[str, int]:
         """Operator name → worker process, from ``placement``.

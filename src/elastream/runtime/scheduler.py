@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from elastream.runtime.states import OperatorState
 from elastream.runtime.poller import ExternalPoller
-from elastream.runtime.traps import (COMPLETED, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep, WaitMode,
-                                     WriteWait)
+from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
+                                     WaitMode, WriteWait)
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.policies.base import SchedulingPolicy
@@ -71,12 +71,37 @@ class Scheduler:
         with self.lock:
             return self._next_locked(worker)
 
-    def release(self, worker: Worker, task: Task, outcome: Outcome) -> Task | None:
-        """Apply ``task``'s outcome and hand ``worker`` its next task in one lock hold."""
+    def release(self, worker: Worker, task: Task, outcome: Outcome, busy_s: float = 0.0,
+                cpu_s: float = 0.0) -> Task | None:
+        """Apply ``task``'s outcome and hand ``worker`` its next task in one lock hold.
+
+        The dispatch's busy and CPU seconds are added here, under the lock,
+        because several workers may share one task (dynamic allotment).
+        """
         with self.lock:
+            task.busy_s += busy_s
+            task.cpu_s += cpu_s
+            task.activations += 1
             task.workers -= 1
-            self._apply(task, outcome)
+            if task.workers:
+                self._leave_shared(task, outcome)
+            else:
+                if task.shared:
+                    self.ready.pop(task, None)
+                self._apply(task, outcome)
             return self._next_locked(worker)
+
+    def _leave_shared(self, task: Task, outcome: Outcome) -> None:
+        """One of several workers leaves a task the others still run (ordered-multicore §2.2).
+
+        Only a failure takes effect now; the last worker's outcome decides the task's state.
+        """
+        if type(outcome) is Failed:
+            self._record_failure(task.name, outcome)
+        elif task not in self.ready and task.shareable():
+            self.ready[task] = None
+            if self.idle_workers:
+                self.cond.notify()
 
     def _next_locked(self, worker: Worker) -> Task | None:
         while True:
@@ -88,8 +113,14 @@ class Scheduler:
             if ready:
                 task = self.policy.pick(ready.keys(), perf_counter()) if len(ready) > 1 else next(iter(ready))
                 del ready[task]
-                task.state = RUNNING
+                if task.state is RUNNING:         # joining the workers of a shared task
+                    if not task.shareable():
+                        continue
+                else:
+                    task.state = RUNNING
                 task.workers += 1
+                if task.shared and task.shareable():
+                    ready[task] = None            # room for one more worker: stay eligible (§2.2)
                 return task
             timeout = max(0.0, self._timers[0][0] - perf_counter()) if self._timers else 1.0
             self.idle_workers += 1
@@ -99,7 +130,7 @@ class Scheduler:
             self.idle_workers -= 1
 
     def _apply(self, task: Task, outcome: Outcome) -> None:
-        if outcome is PREEMPT:
+        if outcome is PREEMPT or outcome is LEAVE:
             self._make_ready(task)
         elif type(outcome) is ReadWait:
             self._mark_read_blocked(task, outcome)
@@ -195,6 +226,7 @@ class Scheduler:
         if task.state is DONE:
             return
         self._leave_blocked(task)
+        self.ready.pop(task, None)
         task.state = DONE
         self.live -= 1
         for subs in task.outputs:

@@ -35,6 +35,8 @@ class Task:
 
     #: True when the runtime (not operator code) issues this task's read waits.
     implicit_waits = True
+    #: True when several workers may run this task at once (dynamic allotment, see runtime.allotment).
+    shared = False
 
     def __init__(self, name: str, op: Operator, index: int, batch_size: int):
         self.name = name
@@ -102,6 +104,10 @@ class Task:
     def run(self, deadline: float) -> Outcome:
         """Run until the deadline or until blocked; return the outcome message."""
         raise NotImplementedError
+
+    def shareable(self) -> bool:
+        """Could one more worker join this RUNNING task now? Only shared tasks say yes."""
+        return False
 
     def abandon(self) -> None:
         """Drop what the operator holds after a shutdown or failure."""

@@ -82,6 +82,8 @@ class _Marker:
 PREEMPT = _Marker("PREEMPT")
 #: The operator has finished its driver loop (Algorithm 6).
 COMPLETED = _Marker("COMPLETED")
+#: One of several workers on a shared task stops; the last one out decides the state (dynamic allotment).
+LEAVE = _Marker("LEAVE")
 
 Outcome = ReadWait | WriteWait | Sleep | ExternalWait | Failed | _Marker
 

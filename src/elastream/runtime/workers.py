@@ -51,13 +51,10 @@ class Worker:
                 outcome = self._dispatch(task, t0 + budget)
                 t1 = perf_counter()
                 cpu = thread_time() - c0
-                task.cpu_s += cpu
                 self.cpu_s += cpu
-                task.busy_s += t1 - t0
-                task.activations += 1
                 self.busy_s += t1 - t0
                 self.dispatches += 1
-                task = sched.release(self, task, outcome)
+                task = sched.release(self, task, outcome, t1 - t0, cpu)
         except BaseException as exc:  # noqa: BLE001 - a runtime bug must stop the flow, not hang it
             sched.internal_error(f"<worker {self.index}>", Failed(exc, traceback.format_exc()), task)
         finally:

@@ -1,10 +1,15 @@
 """Parent side of a multi-process run: rings, worker processes, failure handling, merging.
 
+Part 0 runs in the parent itself (:class:`~elastream.processes.local.LocalPart`),
+parts 1..P-1 in child processes, so ``processes=P`` uses P processes and the
+sources' data and the sinks' results of part 0 never cross a pipe.
+
 Threading: the user's thread calls :class:`ProcessRunHandle` methods; one
-supervisor thread owns the pipes and the process sentinels. It records
-messages, notices a dead worker at once (its sentinel fires), asks every
-other worker to shut down, kills what has not ended after a grace period, and
-always unlinks the shared-memory rings (normal end, failure, Ctrl-C).
+supervisor thread owns the pipes and the process sentinels and polls the
+local part. It records messages, notices a dead worker at once (its sentinel
+fires), asks every other part to shut down, kills what has not ended after a
+grace period, and always unlinks the shared-memory rings (normal end,
+failure, Ctrl-C).
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
 from elastream.processes.child import child_main, receive, send
+from elastream.processes.local import LocalPart
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
 
 
+#: How often the supervisor checks whether the local part ended (it has no fd to wait on).
+LOCAL_POLL_S = 0.01
 #: Modules the fork server imports before forking workers (``start_method="forkserver"``).
 FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
                       "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle")
@@ -86,6 +94,8 @@ class ProcessRunHandle:
         self._explicit_shutdown = False
         self._failure: BaseException | None = None
         self._result: Any = None
+        self._children: list[_Child] = []
+        self._local: LocalPart | None = None
         edges = cross_edges(self.run_flow, self.assignment)
         ring_names: dict[int, str] = {}
         try:
@@ -95,8 +105,10 @@ class ProcessRunHandle:
                 ring_names[edge] = ring.name
             specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, runner.child_options())
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
-            self._children = self._spawn(specs)
+            self._children = self._spawn(specs[1:])
+            self._local = LocalPart(specs[0])  # after the spawns, so the children boot meanwhile
         except BaseException:
+            self._kill_children()
             self._unlink_rings()
             raise
         self._thread = threading.Thread(target=self._supervise, name="elastream-supervisor", daemon=True)
@@ -119,11 +131,14 @@ class ProcessRunHandle:
                 child_end.close()
                 children.append(_Child(spec, proc, parent_end))
         except BaseException:
-            for c in children:
-                c.process.kill()
-                c.process.join(1.0)
+            self._children = children
             raise
         return children
+
+    def _kill_children(self) -> None:
+        for c in self._children:
+            c.process.kill()
+            c.process.join(1.0)
 
     # -- supervisor thread -------------------------------------------------------------------
     def _supervise(self) -> None:
@@ -138,8 +153,10 @@ class ProcessRunHandle:
         live = {c.conn: c for c in self._children}
         sentinels = {c.process.sentinel: c for c in self._children}
         grace = self.runner.shutdown_grace_s + 2.0
-        while live:
-            for ready in wait_ready(list(live) + list(sentinels), timeout=0.1):
+        local = self._local
+        while live or (local is not None and local.final is None):
+            local_running = local is not None and local.final is None
+            for ready in wait_ready(list(live) + list(sentinels), timeout=LOCAL_POLL_S if local_running else 0.1):
                 child = live.get(ready)
                 if child is not None:
                     self._drain(child, live)
@@ -151,6 +168,10 @@ class ProcessRunHandle:
                     if child.final is None:
                         self._fail(WorkerProcessError(child.spec.index, child.pid or child.process.pid,
                                                       child.process.exitcode, child.operators))
+            if local_running and local.done:
+                failure = local.collect(timeout=grace)
+                if failure is not None:
+                    self._fail(failure)
             asked = self._stop_requested_at
             if asked is not None and perf_counter() - asked > grace:
                 break  # the survivors did not stop in time: _reap kills them
@@ -191,6 +212,8 @@ class ProcessRunHandle:
             return
         self._shutdown_sent = True
         self._stop_requested_at = perf_counter()
+        if self._local is not None:
+            self._local.request_shutdown()
         for c in self._children:
             if c.final is None:
                 try:
@@ -199,6 +222,10 @@ class ProcessRunHandle:
                     pass
 
     def _reap(self) -> None:
+        local = self._local
+        if local is not None and local.final is None:
+            local.request_shutdown()  # only after the grace period: its threads get one more chance to end
+            local.collect(timeout=self.runner.shutdown_grace_s + 2.0)
         for c in self._children:
             c.process.join(0.5 if c.final is not None else 0.0)
         for c in self._children:
@@ -228,6 +255,8 @@ class ProcessRunHandle:
 
     def set_threads(self, n: int) -> int:
         """Set the worker-thread count of every worker process."""
+        if self._local is not None:
+            self._local.set_threads(n)
         for c in self._children:
             if c.final is None:
                 send(c.conn, ("threads", n))
@@ -235,8 +264,9 @@ class ProcessRunHandle:
 
     @property
     def worker_pids(self) -> list[int | None]:
-        """Process id of each worker process, by process index."""
-        return [c.process.pid for c in self._children]
+        """Process id of each worker process, by process index (index 0 is this process)."""
+        local = [self._local.pid] if self._local is not None else []
+        return local + [c.process.pid for c in self._children]
 
     @property
     def threads(self) -> int:
@@ -269,9 +299,9 @@ class ProcessRunHandle:
             raise self._failure
         if self._result is None:
             outputs: dict[str, Any] = {}
-            for c in self._children:
-                if c.final is not None and c.final[0] == "done":
-                    outputs.update({k: v for k, v in c.final[1].items() if not is_proxy(k)})
+            for final in self._finals():
+                if final is not None and final[0] == "done":
+                    outputs.update({k: v for k, v in final[1].items() if not is_proxy(k)})
             self._result = RunResult(outputs=outputs, stats=self.stats(), elapsed_s=perf_counter() - self._started,
                                      shutdown=self._explicit_shutdown)
         return self._result
@@ -279,8 +309,13 @@ class ProcessRunHandle:
     # -- observation ---------------------------------------------------------------------------
     def stats(self) -> FlowStats:
         """Merged statistics of every worker process (proxies left out)."""
-        return merge_stats([c.stats for c in self._children], perf_counter() - self._started,
+        local = [self._local.stats()] if self._local is not None else []
+        return merge_stats(local + [c.stats for c in self._children], perf_counter() - self._started,
                            self.runner.threads * self.processes, self.assignment, self._proxy_targets)
+
+    def _finals(self) -> list[tuple | None]:
+        local = [self._local.final] if self._local is not None else []
+        return local + [c.final for c in self._children]
 
     def states(self) -> dict[str, str]:
         """Operator name → last reported state."""

@@ -52,6 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="repetitions; the best time of each row is kept")
     parser.add_argument("--start-method", choices=("forkserver", "spawn"), default="forkserver")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--merge-process", type=int, default=0,
+                        help="process of the ordered merge and the sink (the source and split stay on 0)")
 
 
 # -- the workload --------------------------------------------------------------------------------
@@ -104,12 +106,13 @@ def _time_calls(rounds: int, calls: int = 200) -> float:
 
 
 def plain_loop(data: list[tuple[int, int]], rounds: int) -> list[tuple[int, int]]:
-    """The reference: one core, one pass, a dict of running sums."""
+    """The reference: one core, one pass, a dict of running sums, the same per-tuple function."""
+    step = partial(add_burned, rounds)
     sums: dict[int, int] = {}
     out = []
     for item in data:
         k = item[0]
-        s = sums.get(k, 0) + burn(item[1], rounds)
+        s = step(sums.get(k, 0), item)
         sums[k] = s
         out.append((k, s))
     return out
@@ -130,7 +133,9 @@ def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args
     flow = build_flow(data, rounds, args.partitions)
     placement: Any = "auto"
     if processes > 1:
-        placement = replicated_placement(flow, processes, {"sum": processes})
+        base = {"src": 0, "sum": 0, "out": args.merge_process}
+        placement = replicated_placement(flow, processes, {"sum": processes}, placement=base)
+        placement["sum#merge"] = args.merge_process
     runner = es.Runner(processes=processes, placement=placement, start_method=args.start_method)
     t0 = time.perf_counter()
     result = runner.run(flow, timeout=600)

@@ -5,8 +5,15 @@
 stream that crosses processes through a :class:`~elastream.ipc.ring.SharedRing`
 (TurboStream §IV). Results and statistics come back to the parent and look as
 they do for one process.
+
+Ordered data parallelism across processes (C-Stream §4.2): name replicas in
+the placement (``"X#0"``, ``"X#1"``, …), e.g. with
+:func:`~elastream.processes.replicate.replicated_placement`, and a stateless or
+partitioned operator runs as ordered split → replicas on several processes →
+ordered merge; the output keeps the sequential order.
 """
 
+from elastream.processes.replicate import choose_replicas, replicate_flow, replicated_placement
 from elastream.processes.supervisor import ProcessRunHandle, WorkerProcessError
 
-__all__ = ["ProcessRunHandle", "WorkerProcessError"]
+__all__ = ["ProcessRunHandle", "WorkerProcessError", "choose_replicas", "replicate_flow", "replicated_placement"]

@@ -1,0 +1,237 @@
+"""Flows of declarative operators on Spark Structured Streaming (elastream.spark.streaming).
+
+* Generic flows (map, filter, flat_map, key_by.process with on_end,
+  key_by.reduce, stateful process with on_end, fan-out to several sinks, a
+  union) over small Parquet files give exactly the outputs, in order, of a
+  sequential local run (``es.Runner(threads=1)``); a union's outputs as a
+  multiset (its interleaving is not defined locally either).
+* Operators Spark cannot run are refused before Spark starts, naming them.
+* A failing function stops the query with an OperatorError naming its operator.
+* Order keys and key bytes (pure functions) sort and group as documented.
+
+Each Spark run feeds a few files, one micro-batch each, to stay quick. The
+step functions live at module level: Spark's workers import this module.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import elastream as es
+from elastream.errors import OperatorError
+from elastream.spark.streaming import SparkTranslationError, child_key, end_key, key_bytes, plan_flow, \
+    run_flow_on_spark, source_key
+
+pytestmark = pytest.mark.spark
+
+ROWS_PER_FILE = 12
+
+
+def write_files(folder: Path, n_files: int) -> list[Path]:
+    """``n_files`` Parquet files of clicks (user, x, note), x counting up across files."""
+    files = []
+    for i in range(n_files):
+        xs = range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE)
+        table = pa.table({"user": pa.array([x * 7 % 5 for x in xs], pa.int64()),
+                          "x": pa.array(list(xs), pa.int64()),
+                          "note": pa.array([None if x % 4 == 0 else f"n{x}" for x in xs], pa.string())})
+        path = folder / f"part-{i:03d}.parquet"
+        pq.write_table(table, path)
+        files.append(path)
+    return files
+
+
+def local_outputs(flow: es.Flow) -> dict:
+    return es.Runner(threads=1).run(flow).outputs
+
+
+# -- step functions (module level: pickled by reference, imported by the workers) ---------------------------------
+
+def project(row: dict) -> tuple:
+    return (row["user"], row["x"], row["note"])
+
+
+def has_note(click: tuple) -> bool:
+    return click[2] is not None
+
+
+def twice(click: tuple) -> list:
+    return [click, (click[0], -click[1], click[2])]
+
+
+def user_of(click: tuple) -> int:
+    return click[0]
+
+
+def running_sum(total: list, click: tuple) -> tuple[list, list]:
+    total[0] += click[1]
+    total[1] += 1
+    return total, [(click[0], "sum", total[0])] if total[1] % 3 == 0 else []
+
+
+def flush_user(user: int, total: list) -> list:
+    return [(user, "end", total[0], total[1])]
+
+
+def parity(row: tuple) -> int:
+    return row[0] % 2
+
+
+def count_rows(n: int, row: tuple) -> int:
+    return n + 1
+
+
+def collect_ends(seen: list, row: tuple) -> tuple[list, list]:
+    if row[1] == "end":
+        seen.append(row[0])
+    return seen, [("ends so far", len(seen))] if row[1] == "end" else []
+
+
+def report(seen: list) -> list:
+    return [("users", tuple(seen))]
+
+
+def user_key(row: dict) -> int:
+    return row["user"]
+
+
+def first_notes(notes: list, row: dict) -> tuple[list, list]:
+    notes.append(row["note"])
+    return notes, [(row["user"], len(notes), row["note"])]
+
+
+def flush_notes(user: int, notes: list) -> list:
+    return [(user, "notes", len(notes))]
+
+
+def never(row: tuple) -> bool:
+    return False
+
+
+def count_all(n: int, row: tuple) -> tuple[int, list]:
+    return n + 1, [n + 1]
+
+
+def final_count(n: int) -> list:
+    return [("count", n)]
+
+
+def fails_on_x_13(row: dict) -> dict:
+    if row["x"] == 13:
+        raise ValueError("x is 13")
+    return row
+
+
+# -- flows on Spark vs local ---------------------------------------------------------------------------------------
+
+def test_chain_of_every_kind_equals_the_sequential_local_run(spark, tmp_path):
+    """map → filter → flat_map → key_by.process(on_end) → key_by.reduce, a stateful branch, and a union."""
+    flow = es.Flow("every-kind")
+    clicks = flow.source(es.ops.FromParquet(write_files(tmp_path, 3)), name="src") \
+        .map(project).filter(has_note).flat_map(twice)
+    sums = clicks.key_by(user_of, partitions=4).process(running_sum, state=lambda: [0, 0], on_end=flush_user,
+                                                       name="sums")
+    sums.key_by(parity).reduce(count_rows, initial=int, name="by_parity").sink(es.ops.Collect(), name="reduced")
+    ends = sums.process(collect_ends, state=list, kind="stateful", on_end=report, name="ends")
+    ends.sink(es.ops.Collect(), name="ends_out")
+    sums.union(ends, name="merged").sink(es.ops.Collect(), name="merged_out")
+
+    want = local_outputs(flow)
+    got = run_flow_on_spark(flow, spark=spark, shuffle_partitions=2)
+
+    assert got.outputs["reduced"] == want["reduced"]
+    assert got.outputs["ends_out"] == want["ends_out"]
+    assert Counter(got.outputs["merged_out"]) == Counter(want["merged_out"])
+    assert len(want["reduced"]) > 20 and want["ends_out"][-1][0] == "users"  # the flow did real work
+    assert got.rows_in == 3 * ROWS_PER_FILE
+    assert len(got.step_latencies_ms) == 4  # three files, one step each, then the end of stream
+    assert got.latency_p50_ms is not None and got.latency_p50_ms > 0
+
+
+def test_keyed_step_first_and_a_stateful_step_that_sees_nothing(spark, tmp_path):
+    """A keyed step reading the source's dicts directly; on_end of a stateful step with no input still runs once."""
+    flow = es.Flow("edges")
+    notes = flow.source(es.ops.FromParquet(write_files(tmp_path, 2), columns=["user", "note"]), name="src") \
+        .key_by(user_key).process(first_notes, state=list, on_end=flush_notes, name="notes")
+    notes.sink(es.ops.Collect(), name="notes_out")
+    notes.filter(never).process(count_all, state=int, kind="stateful", on_end=final_count, name="count") \
+        .sink(es.ops.Collect(), name="count_out")
+
+    want = local_outputs(flow)
+    got = run_flow_on_spark(flow, spark=spark, shuffle_partitions=2, files_per_batch=2,
+                            checkpoint_dir=tmp_path / "checkpoint")
+
+    assert got.outputs == want
+    assert want["count_out"] == [("count", 0)]
+    assert (tmp_path / "checkpoint" / "checkpoint").is_dir()  # a given checkpoint folder is kept
+
+
+def test_a_failing_function_names_its_operator(spark, tmp_path):
+    flow = es.Flow("fails")
+    flow.source(es.ops.FromParquet(write_files(tmp_path, 2)), name="src").map(fails_on_x_13, name="boom") \
+        .sink(es.ops.Collect(), name="out")
+    with pytest.raises(OperatorError, match="x is 13") as info:
+        run_flow_on_spark(flow, spark=spark, shuffle_partitions=2, timeout_s=100)
+    assert info.value.operator == "boom"
+
+
+# -- refused before Spark starts -----------------------------------------------------------------------------------
+
+class Doubler(es.Operator):
+    def __init__(self):
+        super().__init__(inputs=1, outputs=1)
+
+    async def process(self, ctx):
+        port, out = ctx.inputs[0], ctx.outputs[0]
+        while await ctx.wait_for_all({port: 1}) is es.Status.DONE:
+            await out.push(port.pop() * 2)
+
+
+def test_a_coroutine_operator_is_refused_as_local_only(tmp_path):
+    flow = es.Flow("coroutine")
+    flow.source(es.ops.FromParquet(write_files(tmp_path, 1)), name="src").then(Doubler(), name="doubler") \
+        .sink(es.ops.Collect(), name="out")
+    with pytest.raises(SparkTranslationError, match="'doubler'.*coroutine.*local-only") as info:
+        run_flow_on_spark(flow)
+    assert info.value.operator == "doubler"
+
+
+def test_sources_other_than_one_parquet_stream_are_refused():
+    flow = es.Flow("iterable")
+    flow.source(range(3), name="numbers").sink(es.ops.Collect(), name="out")
+    with pytest.raises(SparkTranslationError, match="'numbers'.*local-only"):
+        plan_flow(flow)
+
+
+def test_a_used_checkpoint_folder_is_refused(tmp_path):
+    flow = es.Flow("checkpoint")
+    flow.source(es.ops.FromParquet(write_files(tmp_path, 1)), name="src").sink(es.ops.Collect(), name="out")
+    used = tmp_path / "used"
+    used.mkdir()
+    (used / "offsets").mkdir()
+    with pytest.raises(FileExistsError, match="not empty"):
+        run_flow_on_spark(flow, checkpoint_dir=used)
+
+
+# -- order keys and key bytes --------------------------------------------------------------------------------------
+
+def test_order_keys_sort_like_a_sequential_run():
+    a, b = source_key(5), source_key(6)
+    ordered = [a, child_key(a, 0), child_key(child_key(a, 0), 3), child_key(a, 1), b,
+               end_key(2, a, 0), end_key(2, a, 1), end_key(2, child_key(a, 0), 0), end_key(2, b, 0),
+               end_key(3, a, 0), end_key(3, end_key(2, a, 0), 0)]
+    assert sorted(ordered) == ordered
+    assert sorted([end_key(2, child_key(a, 0), 0), end_key(2, a, 7)]) == [end_key(2, a, 7),
+                                                                           end_key(2, child_key(a, 0), 0)]
+
+
+def test_equal_keys_group_alike():
+    text = "".join(["us", "er"])  # equal to "user" but another object
+    assert key_bytes(("user", "user")) == key_bytes(("user", text))
+    assert key_bytes(1) == key_bytes(1.0) == key_bytes(True)
+    assert key_bytes((1, "a")) != key_bytes((1, "b"))

@@ -1,34 +1,44 @@
-"""``elastream bench ordered``: ordered-multicore §7.2–§7.3 experiment shapes on the ordered data structures.
+"""``elastream bench ordered``: ordered-multicore §7 experiment shapes, on the data structures and on the engine.
 
-Four sections, each driving :mod:`elastream.ordered` with plain worker
-threads (the runtime does not use these structures yet): a worker takes
+Two families of sections.
+
+**Data structures** (``light``, ``pipeline``, ``skew``, ``latency``) drive
+:mod:`elastream.ordered` directly with plain worker threads: a worker takes
 input, does the per-tuple work, and offers the outputs to a reorder buffer,
 keeping refused outputs and retrying them before its next take (it never
-blocks on the buffer).
+blocks on the buffer). They isolate the structures from the scheduler.
 
 * ``light`` (Fig. 12): a light stateless operator (``SerialQueue`` → workers
   → reorder buffer), throughput vs workers, non-blocking vs lock-based.
 * ``pipeline`` (Fig. 13): a selectivity-50 stateless operator whose reorder
   buffer feeds a partitioned operator (hybrid queue, running count per key)
-  and its reorder buffer; workers prefer the later operator. Both buffers
-  use the scheme under test.
+  and its reorder buffer; workers prefer the later operator.
 * ``skew`` (Fig. 9): range partitioning of Gaussian keys N(0, σ); hybrid
   queue with fine partitions vs one partition per worker.
 * ``latency`` (Fig. 10): mean processing latency (start of processing → the
   output leaves the reorder buffer) vs per-tuple cost, uniform keys.
 
+**Engine** (``engine-light``, ``engine-pipeline``, ``engine-skew``,
+``engine-latency``, ``heuristics``) run the same shapes as ``es.Flow`` +
+``es.Runner``, where dynamic allotment (:mod:`elastream.runtime.allotment`)
+puts several workers on a stateless or partitioned operator and the reorder
+buffer restores order; ``heuristics`` (Fig. 8) compares the §6 scheduling
+policies on a four-operator pipeline. Every engine run is checked against
+the sequential run of the same logic (see :mod:`elastream.bench._ordered_engine`).
+
 Per-tuple work is sha256 over a buffer of at least 4 KB sized to the cost;
 hashlib releases the GIL for it, so threads can overlap it (GIL case
-``release``). The harness itself is Python and holds the GIL.
+``release``). The harness and the engine are Python and hold the GIL.
+``--quick`` shrinks every section to a smoke test (for the tests; its numbers
+mean little).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import heapq
+import os
 import random
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +49,9 @@ from rich.console import Console
 from rich.table import Table
 
 from elastream.bench._common import fmt, machine
+from elastream.bench._ordered_common import (KEY_SPACE, best, check_order, expected_pipeline, explode_key,
+                                             gaussian_keys, make_work, progress)
+from elastream.bench._ordered_engine import ENGINE_GIL_NOTE, ENGINE_SECTIONS, HEURISTIC_POLICIES, RUNNERS
 from elastream.ops.busy import hash_bytes_per_second
 from elastream.ordered import (HashPartitioner, HybridQueue, PartitionedInput, ReorderBuffer, SerialQueue,
                                make_partitioned_input, make_reorder_buffer)
@@ -46,53 +59,89 @@ from elastream.ordered import (HashPartitioner, HybridQueue, PartitionedInput, R
 GIL_NOTE = ("GIL case: release — per-tuple work is hashlib.sha256 over a >= 4 KB buffer, which releases the GIL, "
             "so worker threads overlap it on both cores; the harness (taking work, the reorder buffers, the "
             "queues) is Python and holds the GIL.")
-SECTIONS = ("light", "pipeline", "skew", "latency")
-KEY_SPACE = 1000
-MIN_HASH_BYTES = 4096
+STRUCTURE_SECTIONS = ("light", "pipeline", "skew", "latency")
+SECTIONS = STRUCTURE_SECTIONS + ENGINE_SECTIONS
 IDLE_WAIT_S = 0.0001
+
+#: Option defaults of a full run, and the smaller ones ``--quick`` uses instead (None: same as full).
+FULL: dict[str, Any] = {
+    "workers": [1, 2, 3, 4], "repeat": 3, "light_tuples": 20_000, "emit_cost_us": [0.0, 5.0],
+    "pipeline_inputs": 300, "skew_sigmas": [0.01, 0.05, 0.1, 0.25, 0.5, 1.0], "skew_tuples": 6000,
+    "latency_costs": [10.0, 100.0, 1000.0], "latency_seconds": 0.5, "latency_max_tuples": 20_000,
+    "engine_threads": [1, 2, 3, 4], "engine_repeat": 2, "engine_light_tuples": 30_000,
+    "engine_pipeline_inputs": 400, "engine_skew_tuples": 6000, "heuristics_threads": [1, 2, 4],
+    "heuristics_inputs": 6000, "run_timeout": 120.0,
+}
+QUICK: dict[str, Any] = {
+    "workers": [1, 2], "repeat": 1, "light_tuples": 2000, "emit_cost_us": [0.0], "pipeline_inputs": 40,
+    "skew_sigmas": [0.05, 1.0], "skew_tuples": 600, "latency_costs": [100.0], "latency_seconds": 0.05,
+    "latency_max_tuples": 1000, "engine_threads": [1, 2], "engine_repeat": 1, "engine_light_tuples": 2000,
+    "engine_pipeline_inputs": 40, "engine_skew_tuples": 600, "heuristics_threads": [1, 2],
+    "heuristics_inputs": 600, "run_timeout": 60.0,
+}
+
+
+def _sized(parser: argparse.ArgumentParser, name: str, kind: type, help_text: str, many: bool = False) -> None:
+    """An option whose default depends on ``--quick`` (resolved by :func:`resolve`)."""
+    key = name.lstrip("-").replace("-", "_")
+    parser.add_argument(name, type=kind, nargs="+" if many else None, default=None,
+                        help=f"{help_text} (default {FULL[key]}; --quick {QUICK.get(key, FULL[key])})")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``elastream bench ordered``."""
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
-    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 3, 4], help="light/pipeline worker counts")
+    parser.add_argument("--quick", action="store_true", help="small sizes, one repetition: a smoke test")
+    _sized(parser, "--workers", int, "data-structure light/pipeline worker counts", many=True)
     parser.add_argument("--capacity", type=int, default=1024, help="reorder buffer capacity (slots)")
     parser.add_argument("--budget", type=int, default=4, help="tuples per take of a partitioned input")
-    parser.add_argument("--repeat", type=int, default=5, help="repetitions of light/pipeline/skew; best is kept")
-    parser.add_argument("--light-tuples", type=int, default=20_000)
+    _sized(parser, "--repeat", int, "repetitions of the data-structure light/pipeline/skew runs; best is kept")
+    _sized(parser, "--light-tuples", int, "data-structure light: tuples")
     parser.add_argument("--light-cost-us", type=float, default=10.0, help="light operator cost per tuple")
-    parser.add_argument("--emit-cost-us", type=float, nargs="+", default=[0.0, 5.0],
-                        help="light: cost of emitting one output downstream; 0 = a list append (holds the GIL), "
-                             ">0 = sha256 work that releases the GIL, like a write to a shared-memory ring")
-    parser.add_argument("--pipeline-inputs", type=int, default=300)
+    _sized(parser, "--emit-cost-us", float, "data-structure light: cost of emitting one output downstream; 0 = "
+           "a list append (holds the GIL), >0 = sha256 work that releases the GIL, like a ring write", many=True)
+    _sized(parser, "--pipeline-inputs", int, "data-structure pipeline: inputs")
     parser.add_argument("--selectivity", type=int, default=50, help="outputs per input of the pipeline's 1st op")
     parser.add_argument("--pipeline-cost-us", type=float, default=100.0, help="pipeline 1st operator cost")
     parser.add_argument("--partitioned-cost-us", type=float, default=10.0, help="pipeline 2nd operator cost")
     parser.add_argument("--pipeline-partitions", type=int, default=16)
-    parser.add_argument("--skew-sigmas", type=float, nargs="+", default=[0.01, 0.05, 0.1, 0.25, 0.5, 1.0])
+    _sized(parser, "--skew-sigmas", float, "skew: σ values of the Gaussian keys", many=True)
     parser.add_argument("--skew-workers", type=int, default=3,
-                        help="workers (= partitions of the baseline); odd, so the centre range is the hot one")
-    parser.add_argument("--skew-tuples", type=int, default=6000)
+                        help="skew workers/threads (= partitions of the baseline); odd, so the centre range is hot")
+    _sized(parser, "--skew-tuples", int, "data-structure skew: tuples")
     parser.add_argument("--skew-cost-us", type=float, default=50.0)
     parser.add_argument("--hybrid-partitions", type=int, default=100, help="hybrid partitions in skew/latency")
-    parser.add_argument("--latency-costs", type=float, nargs="+", default=[10.0, 100.0, 1000.0])
-    parser.add_argument("--latency-workers", type=int, default=2)
-    parser.add_argument("--latency-seconds", type=float, default=0.5, help="target CPU seconds per latency run")
-    parser.add_argument("--latency-max-tuples", type=int, default=20_000)
+    _sized(parser, "--latency-costs", float, "latency: per-tuple costs (µs)", many=True)
+    parser.add_argument("--latency-workers", type=int, default=2, help="latency workers/threads")
+    _sized(parser, "--latency-seconds", float, "latency: target CPU seconds per run")
+    _sized(parser, "--latency-max-tuples", int, "latency: most tuples per run")
+    _sized(parser, "--engine-threads", int, "engine-light/pipeline thread counts", many=True)
+    _sized(parser, "--engine-repeat", int, "repetitions of every engine run (best throughput / median latency)")
+    _sized(parser, "--engine-light-tuples", int, "engine-light: tuples")
+    _sized(parser, "--engine-pipeline-inputs", int, "engine-pipeline: inputs")
+    _sized(parser, "--engine-skew-tuples", int, "engine-skew: tuples")
+    parser.add_argument("--engine-batch-size", type=int, default=256, help="Runner(batch_size=) of engine runs")
+    parser.add_argument("--engine-queue-size", type=int, default=1024, help="Runner(max_queue_size=) of engine runs")
+    parser.add_argument("--policies", nargs="+", default=list(HEURISTIC_POLICIES), help="heuristics: policies")
+    _sized(parser, "--heuristics-threads", int, "heuristics: thread counts", many=True)
+    _sized(parser, "--heuristics-inputs", int, "heuristics: source tuples")
+    parser.add_argument("--heuristics-costs-us", type=float, nargs=4, default=[20.0, 10.0, 10.0, 5.0],
+                        metavar=("PARSE", "EXPLODE", "COUNT", "FILTER"), help="heuristics: per-tuple stage costs")
+    parser.add_argument("--heuristics-partitions", type=int, default=16, help="heuristics: count partitions")
+    _sized(parser, "--run-timeout", float, "seconds an engine run may take before it counts as a hang")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", metavar="PNG", default=None, help="draw the four panels")
+    parser.add_argument("--plot", metavar="PNG", default=None, help="draw a panel per measured section")
+
+
+def resolve(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the options left unset with the full-run or ``--quick`` defaults; returns ``args``."""
+    for key, full in FULL.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, QUICK.get(key, full) if args.quick else full)
+    return args
 
 
 # --- harness ------------------------------------------------------------------------------------
-
-
-def make_work(cost_us: float) -> Callable[[], None]:
-    """Per-tuple work of about ``cost_us`` µs that releases the GIL (sha256 of >= 4 KB)."""
-    if cost_us <= 0:
-        return lambda: None
-    block = b"\x01" * max(MIN_HASH_BYTES, int(hash_bytes_per_second() * cost_us * 1e-6))
-    sha = hashlib.sha256
-    return lambda: sha(block).digest()
 
 
 class Held:
@@ -180,12 +229,6 @@ def drain_partitioned(inp: PartitionedInput, held: Held, budget: int, w: int,
         held.retry()
 
 
-def check_order(got: list, expected: list, what: str) -> None:
-    """The benchmarks double as an end-to-end check: output must equal the sequential run."""
-    if got != expected:
-        raise RuntimeError(f"{what}: output differs from the sequential run ({len(got)} vs {len(expected)} items)")
-
-
 # --- Fig. 12: light stateless operator ----------------------------------------------------------
 
 
@@ -240,18 +283,6 @@ def run_light(scheme: str, workers: int, n: int, work: Callable[[], None], capac
 # --- Fig. 13: selectivity-50 stateless operator, then a partitioned one -------------------------
 
 
-def expected_pipeline(n: int, selectivity: int) -> list[tuple[int, int]]:
-    """The sequential run of the Fig. 13 pipeline: (key, running count of key) per output."""
-    counts = [0] * KEY_SPACE
-    out = []
-    for x in range(n):
-        for j in range(selectivity):
-            key = (x * selectivity + j) % KEY_SPACE
-            counts[key] += 1
-            out.append((key, counts[key]))
-    return out
-
-
 def run_pipeline(scheme: str, workers: int, args: argparse.Namespace, work1: Callable[[], None],
                  work2: Callable[[], None]) -> dict[str, Any]:
     """Fig. 13: stateless (selectivity s) → reorder → hybrid queue → running count per key → reorder."""
@@ -282,7 +313,7 @@ def run_pipeline(scheme: str, workers: int, args: argparse.Namespace, work1: Cal
         got = src.take(1)
         for serial, x in got:
             work1()
-            held1.offer(serial, [((x * sel + j) % KEY_SPACE, x) for j in range(sel)])
+            held1.offer(serial, [(explode_key(x, j, sel), x) for j in range(sel)])
         return bool(got)
 
     stop = threading.Event()
@@ -305,15 +336,6 @@ def run_pipeline(scheme: str, workers: int, args: argparse.Namespace, work1: Cal
 
 
 # --- Fig. 9 and Fig. 10: partitioning schemes ---------------------------------------------------
-
-
-def gaussian_keys(n: int, sigma: float, rng: random.Random) -> list[int]:
-    """N(0, σ) clipped to [-1, 1], scaled to the key space [0, KEY_SPACE) (§7.2.1)."""
-    keys = []
-    for _ in range(n):
-        x = min(1.0, max(-1.0, rng.gauss(0.0, sigma)))
-        keys.append(min(KEY_SPACE - 1, int((x + 1.0) / 2.0 * KEY_SPACE)))
-    return keys
 
 
 def run_partitioned(scheme: str, keys: list[int], workers: int, partitions: int, work: Callable[[], None],
@@ -363,14 +385,14 @@ def run_skew(args: argparse.Namespace) -> list[dict[str, Any]]:
     for sigma in args.skew_sigmas:
         keys = gaussian_keys(args.skew_tuples, sigma, random.Random(args.seed))
         row: dict[str, Any] = {"sigma": sigma}
-        _progress(f"skew σ={sigma:g}")
+        progress(f"skew σ={sigma:g}")
         runs: dict[str, list[dict[str, Any]]] = {"hybrid": [], "partitioned": []}
         for _ in range(max(1, args.repeat)):  # alternate the schemes so load bursts hit both
             for scheme, mine in runs.items():
                 mine.append(run_partitioned(scheme, keys, args.skew_workers,
                                             partitions_for(scheme, args.skew_workers, args), work, args))
         for scheme, mine in runs.items():
-            row[scheme] = _best(mine, "throughput_tuples_per_s")
+            row[scheme] = best(mine, "throughput_tuples_per_s")
         row["hybrid_vs_partitioned_throughput"] = (row["hybrid"]["throughput_tuples_per_s"]
                                                    / row["partitioned"]["throughput_tuples_per_s"])
         rows.append(row)
@@ -387,7 +409,7 @@ def run_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
         work = make_work(cost)
         row: dict[str, Any] = {"cost_us": cost, "tuples": n}
         for scheme in ("hybrid", "partitioned"):
-            _progress(f"latency {cost:g} µs: {scheme}")
+            progress(f"latency {cost:g} µs: {scheme}")
             row[scheme] = run_partitioned(scheme, keys, w, partitions_for(scheme, w, args), work, args)
         row["hybrid_vs_partitioned_latency"] = (row["hybrid"]["mean_latency_ms"]
                                                 / row["partitioned"]["mean_latency_ms"])
@@ -396,14 +418,6 @@ def run_latency(args: argparse.Namespace) -> list[dict[str, Any]]:
 
 
 # --- sweeps and the result ----------------------------------------------------------------------
-
-
-def _progress(msg: str) -> None:
-    print(f"ordered: {msg} …", file=sys.stderr, flush=True)
-
-
-def _best(rows: list[dict[str, Any]], field: str) -> dict[str, Any]:
-    return max(rows, key=lambda r: r[field])
 
 
 def sweep_schemes(name: str, args: argparse.Namespace, once: Callable[[str, int], dict[str, Any]],
@@ -416,10 +430,10 @@ def sweep_schemes(name: str, args: argparse.Namespace, once: Callable[[str, int]
     configs = [(scheme, workers) for scheme in ("nonblocking", "lock") for workers in args.workers]
     runs: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in configs}
     for i in range(max(1, args.repeat)):
-        _progress(f"{name}: repetition {i + 1} of {max(1, args.repeat)}")
+        progress(f"{name}: repetition {i + 1} of {max(1, args.repeat)}")
         for scheme, workers in configs:
             runs[scheme, workers].append(once(scheme, workers))
-    rows = [_best(runs[c], field) for c in configs]
+    rows = [best(runs[c], field) for c in configs]
     for r in rows:
         base = next((b[field] for b in rows if b["scheme"] == r["scheme"] and b["workers"] == 1), None)
         r["speedup_vs_1_worker"] = r[field] / base if base else None
@@ -434,14 +448,8 @@ def scheme_ratio(rows: list[dict[str, Any]], field: str, workers: int = 2) -> fl
     return None
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the chosen sections; return the result as a JSON-ready dict."""
-    result: dict[str, Any] = {"benchmark": "ordered", "gil": "release", "note": GIL_NOTE,
-                              "sections": args.sections, "capacity": args.capacity, "budget": args.budget,
-                              "repetitions": args.repeat, "hash_bytes_per_s": hash_bytes_per_second(),
-                              "nonblocking_vs_lock_speedup_2_workers": None,
-                              "pipeline_nonblocking_vs_lock_speedup_2_workers": None,
-                              "hybrid_vs_partitioned_latency_ratio_100us": None}
+def run_structures(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """The data-structure sections chosen in ``args``, added to ``result``."""
     if "light" in args.sections:
         work, rows, by_emit = make_work(args.light_cost_us), [], {}
         for emit_cost in args.emit_cost_us:
@@ -470,52 +478,44 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                              "results": rows}
         result["hybrid_vs_partitioned_latency_ratio_100us"] = next(
             (r["hybrid_vs_partitioned_latency"] for r in rows if r["cost_us"] == 100.0), None)
+
+
+def run_engine(args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """The engine sections chosen in ``args``, added to ``result`` (each run order-checked)."""
+    for section in ENGINE_SECTIONS:
+        if section in args.sections:
+            progress(section)
+            result[section] = RUNNERS[section](args)
+    result["engine_nonblocking_vs_lock_speedup_2_threads"] = result.get("engine-light", {}).get(
+        "nonblocking_vs_lock_speedup_2_threads")
+    result["engine_pipeline_nonblocking_vs_lock_speedup_2_threads"] = result.get("engine-pipeline", {}).get(
+        "nonblocking_vs_lock_speedup_2_threads")
+    result["engine_hybrid_vs_partitioned_latency_ratio_100us"] = result.get("engine-latency", {}).get(
+        "hybrid_vs_partitioned_latency_ratio_100us")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the chosen sections; return the result as a JSON-ready dict."""
+    resolve(args)
+    result: dict[str, Any] = {"benchmark": "ordered", "gil": "release", "note": GIL_NOTE,
+                              "engine_note": ENGINE_GIL_NOTE, "quick": args.quick, "sections": args.sections,
+                              "capacity": args.capacity, "budget": args.budget, "repetitions": args.repeat,
+                              "engine_repetitions": args.engine_repeat, "hash_bytes_per_s": hash_bytes_per_second(),
+                              "load_average_1min_start": os.getloadavg()[0],
+                              "nonblocking_vs_lock_speedup_2_workers": None,
+                              "pipeline_nonblocking_vs_lock_speedup_2_workers": None,
+                              "hybrid_vs_partitioned_latency_ratio_100us": None}
+    run_structures(args, result)
+    run_engine(args, result)
     result["machine"] = machine()
     if args.plot:
+        from elastream.bench._ordered_plot import plot
+
         result["plot"] = plot(result, args.plot)
     return result
 
 
 # --- output -------------------------------------------------------------------------------------
-
-
-def plot(result: dict[str, Any], path: str) -> str:
-    """Draw the Fig. 12 / 13 / 9 / 10 shapes that were measured; return ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8))
-    for ax, section, field in ((axes[0][0], "light", "throughput_tuples_per_s"),
-                               (axes[0][1], "pipeline", "throughput_inputs_per_s")):
-        rows = result.get(section, {}).get("results", [])
-        for line in dict.fromkeys((r["scheme"], r.get("emit_cost_us")) for r in rows):
-            mine = [r for r in rows if (r["scheme"], r.get("emit_cost_us")) == line]
-            label = line[0] if line[1] is None else f"{line[0]}, emit {line[1]:g} µs"
-            ax.plot([r["workers"] for r in mine], [r[field] for r in mine], marker="o", label=label)
-        ax.set(xlabel="workers", ylabel=field.replace("_", " "), xticks=sorted({r["workers"] for r in rows}),
-               title=f"{section} (Fig. {12 if section == 'light' else 13})")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize="small")
-    skew = result.get("skew", {}).get("results", [])
-    lat = result.get("latency", {}).get("results", [])
-    for scheme in ("hybrid", "partitioned"):
-        axes[1][0].plot([r["sigma"] for r in skew], [r[scheme]["throughput_tuples_per_s"] for r in skew],
-                        marker="o", label=scheme)
-        axes[1][1].plot([r["cost_us"] for r in lat], [r[scheme]["mean_latency_ms"] for r in lat], marker="o",
-                        label=scheme)
-    axes[1][0].set(xlabel="σ (larger = less skew)", ylabel="tuples/s", title="skew (Fig. 9)", xscale="log")
-    axes[1][0].set_ylim(bottom=0)
-    axes[1][1].set(xlabel="per-tuple cost (µs)", ylabel="mean latency (ms)", title="latency (Fig. 10)",
-                   xscale="log", yscale="log")
-    for ax in axes[1]:
-        ax.legend(fontsize="small")
-    fig.suptitle("ordered data structures, GIL release")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
 
 
 def _scheme_table(title: str, rows: list[dict[str, Any]], field: str) -> Table:
@@ -544,8 +544,55 @@ def _partition_table(title: str, rows: list[dict[str, Any]], x: str, ratio: str)
     return table
 
 
-def print_report(result: dict[str, Any], console: Console) -> None:
-    """Render a result of :func:`run` as rich tables."""
+def _engine_scheme_table(title: str, rows: list[dict[str, Any]], field: str) -> Table:
+    table = Table(title=title)
+    for col in ("scheme", "threads", field.replace("_", " "), "speed-up vs 1", "avg cost µs", "cores used",
+                "contended", "blocked s", "order"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(r["scheme"], str(r["threads"]), fmt(r[field], 0), fmt(r["speedup_vs_1_thread"], 2),
+                      fmt(r.get("avg_cost_us"), 1), fmt(r["cores_used"], 2), f"{r['contended']:,}",
+                      fmt(r["blocked_s"], 3), "ok" if r["verified"] else "WRONG")
+    return table
+
+
+def _engine_partition_table(title: str, rows: list[dict[str, Any]], x: str, ratio: str, latency: bool) -> Table:
+    table = Table(title=title)
+    cols = [x, "hybrid tuples/s", "partitioned tuples/s"]
+    cols += ["hybrid mean ms", "partitioned mean ms", "hybrid p99 ms", "partitioned p99 ms"] if latency else \
+        ["hybrid avg cost µs", "partitioned avg cost µs"]
+    for col in (*cols, ratio.replace("_", " "), "baseline top share", "order"):
+        table.add_column(col, justify="right")
+    for r in rows:
+        h, p = r["hybrid"], r["partitioned"]
+        cells = [f"{r[x]:g}", fmt(h["throughput_tuples_per_s"], 0), fmt(p["throughput_tuples_per_s"], 0)]
+        if latency:
+            hl, pl = h["latency"] or {}, p["latency"] or {}
+            cells += [fmt(hl.get("mean_ms"), 3), fmt(pl.get("mean_ms"), 3), fmt(hl.get("p99_ms"), 3),
+                      fmt(pl.get("p99_ms"), 3)]
+        else:
+            cells += [fmt(h.get("avg_cost_us"), 1), fmt(p.get("avg_cost_us"), 1)]
+        ok = h["verified"] and p["verified"]
+        table.add_row(*cells, fmt(r[ratio], 2), fmt(p["max_partition_share"], 2), "ok" if ok else "WRONG")
+    return table
+
+
+def _heuristics_table(h: dict[str, Any]) -> Table:
+    costs = ", ".join(f"{k} {v:g} µs" for k, v in h["costs_us"].items())
+    table = Table(title=f"Fig. 8 heuristics: parse → explode (s=2) → count ({h['partitions']} partitions) → "
+                        f"even (s=0.5); {costs}; {h['inputs']:,} inputs")
+    for col in ("policy", "threads", "inputs/s", "outputs/s", "p50 ms", "p99 ms", "mean ms", "cores used", "order"):
+        table.add_column(col, justify="right")
+    for r in h["results"]:
+        lat = r["latency"] or {}
+        table.add_row(r["policy"], str(r["threads"]), fmt(r["throughput_inputs_per_s"], 0),
+                      fmt(r["throughput_tuples_per_s"], 0), fmt(lat.get("p50_ms"), 2), fmt(lat.get("p99_ms"), 2),
+                      fmt(lat.get("mean_ms"), 2), fmt(r["cores_used"], 2), "ok" if r["verified"] else "WRONG")
+    return table
+
+
+def print_structures(result: dict[str, Any], console: Console) -> None:
+    """The data-structure sections' tables."""
     if "light" in result:
         light = result["light"]
         console.print(_scheme_table(f"Fig. 12 light stateless operator ({light['cost_us']:g} µs, "
@@ -564,14 +611,60 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         lat = result["latency"]
         console.print(_partition_table(f"Fig. 10 latency: {lat['workers']} workers, uniform keys", lat["results"],
                                        "cost_us", "hybrid_vs_partitioned_latency"))
-    by_emit = result.get("light", {}).get("nonblocking_vs_lock_speedup_2_workers_by_emit_cost_us", {})
-    console.print(f"non-blocking vs lock-based at 2 workers: light "
-                  f"{fmt(result['nonblocking_vs_lock_speedup_2_workers'], 3)}× "
-                  f"(by emit cost µs: {', '.join(f'{k}: {fmt(v, 3)}×' for k, v in by_emit.items())}), pipeline "
-                  f"{fmt(result['pipeline_nonblocking_vs_lock_speedup_2_workers'], 3)}×; hybrid / partitioned "
-                  f"latency at 100 µs: {fmt(result['hybrid_vs_partitioned_latency_ratio_100us'], 3)}")
-    console.print(result["note"])
-    console.print(f"load average (1 min) at the end: {result['machine']['load_average_1min']:.2f} — other "
-                  "processes may have competed for the cores.")
+    if any(s in result for s in STRUCTURE_SECTIONS):
+        by_emit = result.get("light", {}).get("nonblocking_vs_lock_speedup_2_workers_by_emit_cost_us", {})
+        console.print(f"data structures — non-blocking vs lock-based at 2 workers: light "
+                      f"{fmt(result['nonblocking_vs_lock_speedup_2_workers'], 3)}× "
+                      f"(by emit cost µs: {', '.join(f'{k}: {fmt(v, 3)}×' for k, v in by_emit.items())}), pipeline "
+                      f"{fmt(result['pipeline_nonblocking_vs_lock_speedup_2_workers'], 3)}×; hybrid / partitioned "
+                      f"latency at 100 µs: {fmt(result['hybrid_vs_partitioned_latency_ratio_100us'], 3)}")
+        console.print(result["note"])
+
+
+def print_engine(result: dict[str, Any], console: Console) -> None:
+    """The engine sections' tables."""
+    if "engine-light" in result:
+        e = result["engine-light"]
+        console.print(_engine_scheme_table(
+            f"engine Fig. 12: source → map ({e['cost_us']:g} µs) → sink, {e['tuples']:,} tuples "
+            f"(plain loop {fmt(e['plain_loop_tuples_per_s'], 0)} tuples/s)", e["results"], "throughput_tuples_per_s"))
+    if "engine-pipeline" in result:
+        p = result["engine-pipeline"]
+        console.print(_engine_scheme_table(
+            f"engine Fig. 13: flat_map s={p['selectivity']} ({p['cost_us']:g} µs) → key_by(partitions="
+            f"{p['partitions']}).process count ({p['partitioned_cost_us']:g} µs), {p['inputs']} inputs",
+            p["results"], "throughput_inputs_per_s"))
+    if "engine-skew" in result:
+        s = result["engine-skew"]
+        console.print(_engine_partition_table(
+            f"engine Fig. 9 skew: {s['threads']} threads, hybrid {s['hybrid_partitions']} partitions vs "
+            f"{s['threads']}, {s['cost_us']:g} µs, {s['tuples']:,} tuples", s["results"], "sigma",
+            "hybrid_vs_partitioned_throughput", latency=False))
+    if "engine-latency" in result:
+        lat = result["engine-latency"]
+        console.print(_engine_partition_table(
+            f"engine Fig. 10 latency (start of processing → sink): {lat['threads']} threads, uniform keys",
+            lat["results"], "cost_us", "hybrid_vs_partitioned_latency", latency=True))
+    if "heuristics" in result:
+        console.print(_heuristics_table(result["heuristics"]))
+    if any(s in result for s in ENGINE_SECTIONS):
+        console.print(f"engine — non-blocking vs lock-based at 2 threads: light "
+                      f"{fmt(result['engine_nonblocking_vs_lock_speedup_2_threads'], 3)}×, pipeline "
+                      f"{fmt(result['engine_pipeline_nonblocking_vs_lock_speedup_2_threads'], 3)}×; hybrid / "
+                      f"partitioned latency at 100 µs: "
+                      f"{fmt(result['engine_hybrid_vs_partitioned_latency_ratio_100us'], 3)}; every engine run's "
+                      "output equals the sequential run, in order")
+        console.print(result["engine_note"])
+
+
+def print_report(result: dict[str, Any], console: Console) -> None:
+    """Render a result of :func:`run` as rich tables."""
+    print_structures(result, console)
+    print_engine(result, console)
+    if result.get("quick"):
+        console.print("--quick: smoke-test sizes, the numbers are not measurements.")
+    console.print(f"load average (1 min): {result['load_average_1min_start']:.2f} at the start, "
+                  f"{result['machine']['load_average_1min']:.2f} at the end — other processes may have competed "
+                  "for the cores.")
     if result.get("plot"):
         console.print(f"plot: {result['plot']}")

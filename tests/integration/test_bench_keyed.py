@@ -1,0 +1,43 @@
+"""``elastream bench keyed`` on tiny settings: JSON shape, output checked against the plain loop, tables.
+
+Behaviour only, never speed (the speed goal is read from the benchmark's own output).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from elastream.bench import keyed
+from elastream.cli.main import main
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+TINY = ["--tuples", "3000", "--keys", "50", "--cost-us", "2", "--repeat", "1", "--partitions", "8"]
+
+
+def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
+    assert main(["bench", "keyed", *TINY, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["benchmark"] == "keyed" and result["gil"] == "hold" and "process parallelism" in result["note"]
+    rows = result["results"]
+    assert [r["config"] for r in rows] == ["plain loop", "elastream P=1", "elastream P=2"]
+    assert all(r["output_equal"] and r["seconds"] > 0 for r in rows)
+    assert rows[2]["placement"]["sum#0"] != rows[2]["placement"]["sum#1"]
+    assert rows[0]["speedup_vs_plain"] == 1.0
+
+
+def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):
+    assert main(["bench", "keyed", *TINY, "--processes", "2", "--start-method", "spawn"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
+    assert "P=2 / plain loop" in out and "1.8x goal" in out and "process parallelism" in out
+
+
+def test_plain_loop_and_flow_agree_on_the_running_sums():
+    data = keyed.make_data(500, 7, seed=1)
+    out = keyed.plain_loop(data, rounds=3)
+    sums: dict[int, int] = {}
+    for (k, v), (k2, s) in zip(data, out):
+        sums[k] = sums.get(k, 0) + keyed.burn(v, 3)
+        assert k == k2 and s == sums[k]

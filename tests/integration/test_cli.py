@@ -42,9 +42,9 @@ def test_policies_lists_every_registered_policy(capsys):
     assert capsys.readouterr().out.split() == es.policies.available()
 
 
-def test_demo_exits_zero_and_prints_the_statistics_tables(tmp_path):
+def test_barrier_demo_exits_zero_and_prints_the_statistics_tables(tmp_path):
     env = {**os.environ, "ELASTREAM_CACHE": str(tmp_path)}
-    proc = subprocess.run(_cli("demo"), env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(_cli("demo", "--barrier"), env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     for text in ("activations", "busy ms", "tuples in", "write-blocked ratio", "read-blocked s", "write-blocked s",
@@ -53,9 +53,9 @@ def test_demo_exits_zero_and_prints_the_statistics_tables(tmp_path):
     assert (tmp_path / "demo" / "sensors.csv").exists()
 
 
-def test_demo_json_reports_every_row_aligned(tmp_path, monkeypatch, capsys):
+def test_barrier_demo_json_reports_every_row_aligned(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ELASTREAM_CACHE", str(tmp_path))
-    result = _json_main(capsys, "demo", "--rows", "500", "--json")
+    result = _json_main(capsys, "demo", "--barrier", "--rows", "500", "--json")
     assert result["records"] == result["aligned"] == 500
     assert set(result["stats"]["operators"]) == {"temperature", "humidity", "barrier", "combine", "records"}
     assert result["stats"]["operators"]["barrier"]["tuples_in"] == 1000

@@ -16,7 +16,8 @@ policy=NAME, batch_size=B)`` and returns a
 ``options`` is the CLI namespace as a dict (or any mapping): ``threads``,
 ``processes``, ``policy``, ``batch_size``, ``marker_every``, ``placement``,
 ``timeout``; missing or ``None`` entries take the defaults of
-:class:`LocalOptions`.
+:class:`LocalOptions`. An ``on_start(stream_rows, handle)`` entry is called on
+this thread once the flow runs (``elastream demo`` shows progress from it).
 
 Runs on the caller's thread (the runner's workers do the work).
 
@@ -29,7 +30,7 @@ Example::
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from time import perf_counter
@@ -127,17 +128,31 @@ def run_query(query: str, data_dir: Path, params: Any, options: Mapping[str, Any
                     batch_rows=opts.batch_rows)
     runner = es.Runner(threads=opts.threads, processes=opts.processes, policy=opts.policy,
                        batch_size=opts.batch_size, placement=opts.placement)
-    outputs, seconds = _run(qf, runner, opts.timeout)
+    on_start = options.get("on_start")
+    outputs, seconds = _run(qf, runner, opts.timeout,
+                            None if on_start is None else (lambda handle: on_start(rows, handle)))
     p50, p99 = latency_ms(outputs)
     return QueryRun(query=query, engine=ENGINE, answer=qf.finish(outputs), seconds=seconds, input_rows=rows,
                     latency_p50_ms=p50, latency_p99_ms=p99)
 
 
-def _run(qf: QueryFlow, runner: es.Runner, timeout: float | None) -> tuple[list, float]:
-    """Run the flow; (sink outputs, seconds from the first source read to the end)."""
+def _run(qf: QueryFlow, runner: es.Runner, timeout: float | None,
+         on_start: Callable[[Any], None] | None = None) -> tuple[list, float]:
+    """Run the flow; (sink outputs, seconds from the first source read to the end).
+
+    ``on_start(handle)`` runs on this thread once the flow has started (a
+    progress display may follow ``handle.stats()`` there until ``handle.done``).
+    """
     started = perf_counter()
     try:
-        result = runner.run(qf.flow, timeout=timeout)
+        handle = runner.start(qf.flow)
+        try:
+            if on_start is not None:
+                on_start(handle)
+            result = handle.wait(timeout)
+        except TimeoutError:
+            handle.shutdown(timeout=runner.shutdown_grace_s + 3.0)
+            raise
     except es.OperatorError as exc:
         if exc.operator == qf.source_name:
             raise _stream_error(qf, exc) from exc

@@ -60,6 +60,9 @@ def test_stateless_operator_runs_on_several_workers_and_keeps_order(reorder):
     result = run(stateless_flow(400, gauge), threads=4, batch_size=4, reorder=reorder)
     assert result.outputs["out"] == [2 * x for x in range(400)]
     assert gauge.peak >= 2, "no two workers ever ran the stateless operator at once"
+    double = result.stats.operators["double"]
+    assert double.peak_workers >= 2 and double.workers == 0 and double.max_workers > 4
+    assert result.stats.operators["src"].peak_workers == 1 and result.stats.operators["src"].max_workers == 1
 
 
 def test_one_worker_thread_runs_function_operators_without_allotment():

@@ -31,11 +31,11 @@ def live_table(stats: FlowStats, title: str = "") -> Table:
     table = Table(title=title or f"running: {stats.elapsed_s:.1f} s, {stats.threads} threads, policy {stats.policy}")
     table.add_column("operator")
     table.add_column("state")
-    for col in ("tuples in", "tuples out", "queued/capacity", "in rate /s"):
+    for col in ("workers (peak)", "tuples in", "tuples out", "queued/capacity", "in rate /s"):
         table.add_column(col, justify="right")
     for op in stats.operators.values():
-        table.add_row(op.name, _state(op), f"{op.tuples_in:,}", f"{op.tuples_out:,}", _queue(op),
-                      f"{op.read_rate:,.0f}")
+        table.add_row(op.name, _state(op), f"{op.workers} ({op.peak_workers})", f"{op.tuples_in:,}",
+                      f"{op.tuples_out:,}", _queue(op), f"{op.read_rate:,.0f}")
     return table
 
 

@@ -58,6 +58,12 @@ class OperatorStats:
     """CPU time of the worker threads while they ran this operator."""
     sent: dict[str, int] = field(default_factory=dict)
     """Tuples emitted to each downstream operator (TurboStream §V.D traffic)."""
+    workers: int = 0
+    """Worker threads running the operator right now (dynamic allotment, ordered-multicore §2.2)."""
+    peak_workers: int = 0
+    """Most worker threads that ran the operator at once."""
+    max_workers: int = 1
+    """The operator's bound: 1 (coroutine, stateful), its partitions (partitioned) or unbounded (stateless)."""
 
 
 @dataclass(frozen=True, slots=True)

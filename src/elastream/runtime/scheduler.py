@@ -119,6 +119,8 @@ class Scheduler:
                 else:
                     task.state = RUNNING
                 task.workers += 1
+                if task.workers > task.peak_workers:
+                    task.peak_workers = task.workers
                 if task.shared and task.shareable():
                     ready[task] = None            # room for one more worker: stay eligible (§2.2)
                 return task

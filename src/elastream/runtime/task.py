@@ -58,6 +58,7 @@ class Task:
         self.position = 0
         self.max_workers = max(1, int(getattr(op, "max_workers", 1) or 1))
         self.workers = 0
+        self.peak_workers = 0
         # Wait conditions, owned by the scheduler (changed under its lock).
         self.read_wait: dict[PortBuffer, int] = {}
         self.read_mode = WaitMode.CONJ

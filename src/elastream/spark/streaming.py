@@ -7,10 +7,10 @@
 operator                           Spark
 =================================  ===================================================================
 ``FromParquet`` (one source)       ``readStream`` of Parquet files, fed in order (below)
-``Map`` / ``Filter`` / ``FlatMap``  fused runs of them in one ``mapInArrow`` (stateless)
-``KeyedProcess`` / ``KeyedReduce``  ``groupBy(key).applyInPandasWithState`` (partitioned)
-``StatefulProcess``                ``applyInPandasWithState`` on one constant key (stateful)
-``Union``                          ``DataFrame.union``
+``Map`` / ``Filter`` / ``FlatMap``  Python, inside the ``mapInArrow`` or keyed layer that feeds them
+``KeyedProcess`` / ``KeyedReduce``  ``applyInPandasWithState`` grouped by the operator's key
+``StatefulProcess``                ``applyInPandasWithState`` on one constant key
+``Union``                          a tag on the order key (below)
 ``Collect`` (any number of sinks)  ``foreachBatch`` into driver-side lists
 =================================  ===================================================================
 
@@ -18,16 +18,27 @@ Coroutine operators (``es.Operator`` subclasses with ``process``) and any other
 operator are refused with :class:`SparkTranslationError`, naming the operator:
 they are local-only.
 
-**Rows between steps.** Every step passes rows ``(k, v, g)``: ``v`` is the
-pickled Python item (no schema needed), ``g`` the pickled key of the next keyed
-step, ``k`` an *order key*, bytes that sort like the item's position in a
-sequential one-tuple-at-a-time run (DESIGN.md: same outputs, in order, whatever
-the backend). A source row's key is ``01 | seq`` (file number, row number); an
-output that is one of several of an input appends ``02 | j``; the end-of-stream
-outputs of keyed step ``s`` for a key first seen at input ``f`` are
-``03 | s | f | 00 | 02 | j`` (after every data row, and in first-seen key order,
-as the local engine flushes its ``on_end`` hooks). Keyed steps sort each group's
-rows by ``k`` before stepping; the driver sorts each sink's outputs by ``k``.
+**One chain of layers.** A Spark query is a tree: a frame used by two
+consumers is computed twice, stateful steps included. So the flow (any DAG) is
+compiled into a chain: one ``mapInArrow`` right after the source, then one
+``applyInPandasWithState`` per *keyed layer* (layer ``d`` holds the keyed steps
+with ``d`` keyed steps on their longest path from the source). Rows carry a
+route ``r`` (the operator they go to) and a group ``g`` (the pickled key of that
+operator); a layer steps the groups of its own operators, runs their outputs on
+through the stateless operators that follow, and passes every other row
+through. Fan-out copies a row per consumer; nothing runs twice.
+
+**Order.** ``v`` is the pickled Python item (no schema needed) and ``k`` an
+*order key*: bytes that sort like the item's position in a sequential
+one-tuple-at-a-time run (DESIGN.md: same outputs, in order, whatever the
+backend). A source row's key is ``01 | seq`` (file number, row in file); the
+``j``-th output of an input that may give several appends ``02 | j``; an input
+of a Union appends ``04 | port``; the ``on_end`` outputs of keyed step ``s`` for
+a key first seen at input ``f`` are ``03 | s | f | 00 | 02 | j``, after every
+data row and in first-seen key order, as the local engine flushes them. Keyed
+steps sort each group's rows by ``k`` before stepping; the driver sorts each
+sink's outputs by ``k``. A Union thus delivers, per source row, what each input
+made of it in port order (its interleaving is not defined locally either).
 
 **Feeding the files in order.** Spark's file source orders new files by
 modification time, not by name, so the driver itself feeds the stream: step
@@ -40,23 +51,25 @@ order, and the marker's round trip is the step's latency.
 **End of stream, exactly once per key.** Keyed steps use event-time timeouts
 on a synthetic event time: data rows carry 2000-01-01, and after the last step
 the driver feeds an *end* file whose row carries 2100-01-01. The end row passes
-every step, so every watermark moves past the timeout (2050-01-01) at the end of
-that batch and never before. In the next (no-data) batch every key still in
-state times out once and its ``on_end`` runs; a key that receives rows in that
-batch (the ``on_end`` outputs of an earlier step) sees the watermark past the
-timeout, processes them and flushes at once. Keys leave the state store when
-flushed, so no hook runs twice. The driver waits for the end row at the sink,
-then ``processAllAvailable`` returns after that flushing batch.
+every layer, so every watermark moves past the keys' timeout (2050-01-01) at
+the end of that batch and never before. In the next (no-data) batch every key
+still in state times out once and its ``on_end`` runs; a key that receives rows
+in that batch (the ``on_end`` outputs of an earlier layer, which runs first in
+the same batch) sees the watermark past the timeout, steps them and flushes at
+once. Flushed keys leave the state store, so no hook runs twice; a stateful
+step gets its own copy of every control row, so it exists (and flushes) even
+when no data reaches it, as locally. The driver waits for the end row at the
+sink, then ``processAllAvailable`` returns after that flushing batch.
 
 Spark's analyzer refuses more than one ``applyInPandasWithState`` per query
 (its JVM twin ``flatMapGroupsWithState`` is allowed several times in append
-mode); the translator disables that check for the query it starts, because
-every stateful step here runs in append mode with per-operator watermarks, and
-it checks after the run that no row was dropped as late.
+mode); the translator turns that check off for the query it starts, because
+every layer here runs in append mode with its own watermark, and it checks
+after the run that no row was dropped as late.
 
 Threading: call :func:`run_flow_on_spark` from one driver thread; Spark calls
 the sink callback on its own thread (guarded by a condition variable). The
-step functions run in Spark's Python workers.
+operators' functions run in Spark's Python workers.
 
 Example::
 

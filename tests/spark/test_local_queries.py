@@ -17,6 +17,7 @@ import json
 from decimal import Decimal as M
 from pathlib import Path
 
+import cloudpickle
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -131,6 +132,8 @@ def test_flows_are_the_section_5_chains_of_declarative_operators(write_tables, q
     assert [op.kind for op in middle] == CHAINS[query]
     declarative = (es.ops.FlatMap, es.ops.Map, es.ops.Filter, es.ops.KeyedProcess, es.ops.StatefulProcess)
     assert all(isinstance(op, declarative) for op in middle)  # no coroutine operator: Spark can translate them
+    for op in middle:  # shipped to worker processes (and Spark executors) by cloudpickle
+        assert type(cloudpickle.loads(cloudpickle.dumps(op))) is type(op)
     assert qf.stream_name == ("ss_stream" if query in ("q01", "q15") else "wcs_stream")
 
 

@@ -28,14 +28,16 @@ import argparse
 import random
 import time
 from functools import partial
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 import elastream as es
-from elastream.bench._common import fmt, machine
 from elastream.processes.replicate import replicated_placement
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+# rich and the shared helpers are imported where they are used: worker processes import this
+# module for the per-tuple functions, and rich alone would add ~0.2 s to each worker's start.
 
 GIL_NOTE = ("GIL case: hold — the per-tuple function is pure Python, so threads cannot overlap it; the speed-up "
             "comes from worker processes (process parallelism, one core each).")
@@ -174,7 +176,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
-            "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows, "machine": machine()}
+            "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows, "machine": _machine()}
+
+
+def _machine() -> dict[str, Any]:
+    from elastream.bench._common import machine
+
+    return machine()
 
 
 def _keep_best(best: dict[str, float], key: str, seconds: float) -> None:
@@ -192,6 +200,10 @@ def _warm_fork_server(args: argparse.Namespace) -> float:
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Render a result of :func:`run` as a rich table plus the ratio to the goal."""
+    from rich.table import Table
+
+    from elastream.bench._common import fmt
+
     table = Table(title=f"ordered running sum per key: {result['tuples']:,} tuples, {result['keys']:,} keys, "
                         f"~{result['measured_cost_us']:.1f} µs/tuple (pure Python)")
     for col in ("configuration", "seconds", "tuples/s", "speed-up vs plain", "output = plain loop"):

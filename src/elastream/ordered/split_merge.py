@@ -235,7 +235,10 @@ class OrderedReplica(Operator):
                                  f"{0 if outputs is None else len(outputs)} outputs for {len(items)} inputs")
             return seq, parts, offsets, outputs, False
         # Per input, so each keeps its own output list (ordered-multicore §3: one serial, many outputs).
-        return seq, parts, offsets, [on_batch([x], 0) or [] for x in items], True
+        # Operators may offer on_items (one loop for the whole piece); else on_batch per input.
+        on_items = getattr(self.inner, "on_items", None)
+        per_input = on_items(items, 0) if on_items is not None else [on_batch([x], 0) for x in items]
+        return seq, parts, offsets, [out or [] for out in per_input], True
 
     def describe(self) -> str:
         return f"Replica {self.index} of {self.inner.describe()}"

@@ -206,3 +206,33 @@ def test_shutdown_while_several_workers_share_an_operator():
 def test_unknown_scheme_names_fail_at_construction(option, value):
     with pytest.raises(ValueError, match=value):
         es.Runner(threads=2, **{option: value})
+
+
+def test_end_of_stream_flush_follows_the_keys_first_seen_input_order():
+    def step(total, x):
+        time.sleep(0.00005)
+        return total + x, ()
+
+    def flow() -> es.Flow:
+        f = es.Flow("flush")
+        (f.source(es.ops.FromIterable([(k * 37) % 101 for k in range(2000)]), name="src")
+          .key_by(lambda x: x % 23, partitions=8)
+          .process(lambda total, x: step(total, x), state=int, on_end=lambda key, total: [(key, total)])
+          .collect(name="out"))
+        return f
+
+    sequential = run(flow(), threads=1).outputs["out"]
+    assert run(flow(), threads=4, batch_size=16).outputs["out"] == sequential
+
+
+def test_per_item_outputs_of_keyed_operators_match_their_batches():
+    reduce = es.ops.KeyedReduce(lambda x: x % 3, lambda a, x: a + x)
+    process = es.ops.KeyedProcess(lambda x: x % 3, lambda n, x: (n + 1, [n + 1] * (x % 2)), state=int)
+    for op in (reduce, process):
+        twin = type(op)(**{"key": op.key, **({"fn": op.fn} if op is reduce else {"step": op.step, "state": int})})
+        op.open(None)
+        twin.open(None)
+        items = list(range(20))
+        per_item = op.on_items(items, 0)
+        assert len(per_item) == len(items)
+        assert [y for ys in per_item for y in ys] == twin.on_batch(items, 0)

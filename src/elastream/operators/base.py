@@ -138,6 +138,25 @@ class FunctionOperator(Operator):
         """Called once after every input closed and drained; may return final outputs."""
         return None
 
+    def on_items(self, items: list, port: int) -> list:
+        """The outputs of each of ``items`` separately, in order: one list (or None) per item.
+
+        Used under dynamic allotment, where a partitioned operator's tuples of
+        one batch run on several workers and each tuple's outputs go back to
+        its place in the batch. The default calls :meth:`on_batch` per item;
+        keyed operators override it with one loop.
+        """
+        on_batch = self.on_batch
+        return [on_batch([x], port) for x in items]
+
+    def order_keys(self, keys: Any) -> None:
+        """Put per-key state in the order of ``keys`` (first-seen order of a sequential run).
+
+        Under dynamic allotment a key's state may be created out of input
+        order; operators whose end-of-stream output follows their keys' order
+        override this. Default: nothing to do.
+        """
+
 
 class SourceOperator(Operator):
     """A source defined by a batch pull function.

@@ -89,6 +89,20 @@ class KeyedProcess(FunctionOperator):
                 out.extend(emitted)
         return out
 
+    def on_items(self, items: list, port: int) -> list:
+        key, step, states, factory = self.key, self.step, self.states, self.state_factory
+        out: list = []
+        for x in items:
+            k = key(x)
+            s, emitted = step(states[k] if k in states else factory(), x)
+            states[k] = s
+            out.append(emitted)
+        return out
+
+    def order_keys(self, keys: Any) -> None:
+        states = self.states
+        self.states = {k: states[k] for k in keys if k in states}
+
     def on_inputs_closed(self) -> list | None:
         if self.on_end is None:
             return None
@@ -140,6 +154,9 @@ class KeyedReduce(FunctionOperator):
             acc[k] = v
             out.append((k, v))
         return out
+
+    def on_items(self, items: list, port: int) -> list:
+        return [[pair] for pair in self.on_batch(items, port)]
 
 
 class StatefulProcess(FunctionOperator):

@@ -213,13 +213,15 @@ def make_partitioner(strategy: str, partitions: int, *, key_range: tuple[float, 
 def make_partitioned_input(scheme: str, partitions: int, *, strategy: str = "hash",
                            key_range: tuple[float, float] | None = None, bounds: Sequence[Any] | None = None,
                            partitioner: Partitioner | None = None, workers: int | None = None,
-                           first_serial: int = 0) -> PartitionedInput:
+                           first_serial: int = 0, claim_ahead: bool = False) -> PartitionedInput:
     """Build a partitioned input by scheme name: ``"hybrid"`` (Fig. 7) or ``"partitioned"`` (§4.2).
 
     ``partitioner`` overrides ``strategy``; it must return ints in
     ``range(partitions)``. ``workers`` matters only to the partitioned
     baseline (how many worker slots share the partitions; default
-    ``partitions``, one queue per worker as in §7.2).
+    ``partitions``, one queue per worker as in §7.2). ``claim_ahead`` lets a
+    hybrid-queue claim take its partition's queued tuples beyond the run at
+    the head of the master queue (see :meth:`HybridQueue._pop_ahead`).
 
     Example::
 
@@ -237,7 +239,7 @@ def make_partitioned_input(scheme: str, partitions: int, *, strategy: str = "has
     if scheme == "hybrid":
         from elastream.ordered.hybrid_queue import HybridQueue
 
-        return HybridQueue(part, partitions, first_serial=first_serial)
+        return HybridQueue(part, partitions, first_serial=first_serial, claim_ahead=claim_ahead)
     if scheme == "partitioned":
         from elastream.ordered.partitioned_queue import PartitionedQueue
 

@@ -12,11 +12,14 @@ one-tuple-at-a-time run (Definition 5.1):
   the same order as numbering at enqueue (§3): the input is FIFO. The batch
   is processed outside any lock, and its outputs (possibly none, which still
   advances the window) are offered under that serial to the reorder buffer.
-* **Partitioned.** Under the intake lock a worker moves a batch from the input
-  into a partitioned input (the hybrid queue of Fig. 7, or the partitioned
-  queues of §4.2), which numbers the tuples. Workers claim one partition at
-  a time, so one key's tuples run one at a time and in order, and offer each
-  tuple's outputs under its serial to the reorder buffer.
+* **Partitioned.** Under the intake lock a worker takes a batch, numbers it
+  and splits it by partition into groups that go to a partitioned input (the
+  hybrid queue of Fig. 7, or the partitioned queues of §4.2). Workers claim
+  one partition at a time, so one key's tuples run one at a time and in
+  order; each tuple's outputs are kept at its place in its batch, and the
+  worker that completes a batch's last group offers the batch's outputs, in
+  input order, under the batch's serial. (Serials per batch rather than per
+  tuple: in Python every reorder step costs microseconds.)
 * **Release.** The reorder buffer (non-blocking Fig. 4, or the lock-based
   Fig. 2 baseline) releases outputs in serial order into an outbox; one
   worker at a time (a test-and-set flag, re-checked after clearing as in
@@ -49,16 +52,31 @@ from elastream.runtime.traps import COMPLETED, LEAVE, PREEMPT, Outcome, ReadWait
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.operators.base import Operator
 
-#: Reorder window of a stateless task, in batches (serials).
+#: Reorder window of a task, in batches (serials).
 STATELESS_WINDOW = 64
-#: Tuples a partitioned task may hold in its partitioned input, in batches.
+#: Batches a partitioned task may hold in its partitioned input.
 PARTITIONED_BACKLOG = 4
+#: Groups (one batch's tuples of one partition) a worker claims at once.
+CLAIM_GROUPS = 8
 
 
 class _Outputs(list):
     """One serial's outputs, with the origin time of the input that produced them."""
 
     __slots__ = ("origin",)
+
+
+class _Batch:
+    """A partitioned task's input batch in flight: its serial, per-tuple outputs, groups left to run."""
+
+    __slots__ = ("serial", "origin", "outputs", "groups_left")
+
+    def __init__(self, serial: int, origin: float, size: int, groups: int):
+        self.serial = serial
+        self.origin = origin
+        self.outputs: list[Any] = [()] * size
+        # One token per group; list.pop() is atomic, and whoever pops token 0 ran the batch's last group.
+        self.groups_left = list(range(groups))
 
 
 class ParallelFunctionTask(FunctionTask):
@@ -79,16 +97,19 @@ class ParallelFunctionTask(FunctionTask):
         self._outbox_limit = 4
         if self.partitioned:
             partitions = int(getattr(op, "partitions", 1))
-            self._claims = make_partitioned_input(partitioning, partitions, partitioner=_partitioner_of(op),
-                                                  workers=partitions)
+            # Entries are groups already routed to their partition (the key is the partition index);
+            # claim_ahead: claims of several groups even when partitions interleave (Python pays per claim).
+            self._claims = make_partitioned_input(partitioning, partitions, partitioner=_Routed(partitions),
+                                                  workers=partitions, claim_ahead=True)
             self._key = op.key  # type: ignore[attr-defined]
+            self._partition_of = _partitioner_of(op)
+            # Keys in input order, for operators whose end-of-stream output follows key order (on_end).
+            self._first_seen: dict[Any, None] | None = {} if getattr(op, "on_end", None) else None
             self._free_slots = list(range(partitions))   # §4.2 worker slots of the workers on the task
-            self._backlog_limit = PARTITIONED_BACKLOG * batch_size
-            window = self._backlog_limit + 2 * batch_size
+            self._backlog_limit = PARTITIONED_BACKLOG * partitions
         else:
             self._claims = None
-            window = STATELESS_WINDOW
-        self._reorder = make_reorder_buffer(reorder, window, self._outbox.append)
+        self._reorder = make_reorder_buffer(reorder, STATELESS_WINDOW, self._outbox.append)
 
     # -- scheduler side (lock held) -----------------------------------------------------------
     def shareable(self) -> bool:
@@ -178,14 +199,23 @@ class ParallelFunctionTask(FunctionTask):
             claim = self._take_claim(slot)
             if claim is None:                     # what came in belongs to partitions others hold
                 return True
-        claims = self._claims
         try:
-            on_batch, add = self.op.on_batch, self._add  # type: ignore[attr-defined]
-            for serial, _key, item in claim.items:
-                add(serial, on_batch([item], 0))
+            on_items = self.op.on_items  # type: ignore[attr-defined]
+            for _serial, _partition, (batch, places, items) in claim.items:
+                outputs = batch.outputs
+                for i, emitted in zip(places, on_items(items, 0)):
+                    outputs[i] = emitted
+                if batch.groups_left.pop() == 0:
+                    self._release_batch(batch)
         finally:
-            claims.done(claim.partition)
+            self._claims.done(claim.partition)
         return True
+
+    def _release_batch(self, batch: _Batch) -> None:
+        """The last group of ``batch`` has run: offer its outputs, in input order, under its serial."""
+        outputs = _Outputs(out for per_tuple in batch.outputs if per_tuple for out in per_tuple)
+        outputs.origin = batch.origin
+        self._add(batch.serial, outputs)
 
     def _take_claim(self, slot: int) -> Any:
         """A claim for this worker: its own slot first, then slots no running worker serves (§4.2 baseline).
@@ -195,7 +225,7 @@ class ParallelFunctionTask(FunctionTask):
         slot, and the slots nobody holds are served by whoever finds its own
         empty, so a lone worker still reaches every partition.
         """
-        claims, budget = self._claims, self.batch_size
+        claims, budget = self._claims, CLAIM_GROUPS
         claim = claims.take(budget, worker=slot)
         if claim is not None or claims.scheme == "hybrid":
             return claim
@@ -214,9 +244,22 @@ class ParallelFunctionTask(FunctionTask):
             if buf is None:
                 return False
             items, origin = buf.take(self.batch_size)
-            key = self._key
-            self._claims.put_many([(key(x), x) for x in items])
-            self._serial += len(items)
+            groups: dict[int, tuple[list[int], list[Any]]] = {}
+            key, partition_of, first_seen = self._key, self._partition_of, self._first_seen
+            for i, x in enumerate(items):
+                k = key(x)
+                if first_seen is not None and k not in first_seen:
+                    first_seen[k] = None
+                p = partition_of(k)
+                group = groups.get(p)
+                if group is None:
+                    groups[p] = ([i], [x])
+                else:
+                    group[0].append(i)
+                    group[1].append(x)
+            batch = _Batch(self._serial, origin, len(items), len(groups))
+            self._serial += 1
+            self._claims.put_many([(p, (batch, places, group)) for p, (places, group) in groups.items()])
             self.tuples_in += len(items)
             self.origin = origin
         if buf.write_waiters:
@@ -245,6 +288,8 @@ class ParallelFunctionTask(FunctionTask):
                 raise RuntimeError(f"{self.name}: end of stream with outputs still unreleased "
                                    f"(next serial {self._reorder.next_serial} of {self._serial})")
             self._inputs_done = True
+            if self.partitioned and self._first_seen is not None:
+                self.op.order_keys(self._first_seen)  # type: ignore[attr-defined]
             final = self.op.on_inputs_closed()  # type: ignore[attr-defined]
             if final:
                 outputs = _Outputs(final)
@@ -304,6 +349,18 @@ class ParallelFunctionTask(FunctionTask):
         if self._claims is not None:
             out["partitioned_input"] = self._claims.statistics()
         return out
+
+
+class _Routed:
+    """The partitioner of groups that already carry their partition index."""
+
+    __slots__ = ("partitions",)
+
+    def __init__(self, partitions: int):
+        self.partitions = partitions
+
+    def __call__(self, partition: int) -> int:
+        return partition
 
 
 def _partitioner_of(op: Operator) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 import pytest
 
 import elastream as es
+from flow_deadline import run_with_deadline
 from ring_segments_check import SHM, created_here, ring_segments
 
 THREAD_PREFIX = "elastream-"
@@ -54,21 +55,6 @@ def policy(request) -> str:
 def threads(request) -> int:
     """Worker thread counts of the contract suites."""
     return request.param
-
-
-def run_with_deadline(flow: es.Flow, timeout: float = 30.0, **runner_kw) -> es.RunResult:
-    """``Runner(**runner_kw).run(flow)``, but a hang becomes a failure that names the stuck operators."""
-    handle = es.Runner(**runner_kw).start(flow)
-    try:
-        return handle.wait(timeout)
-    except TimeoutError:
-        states = handle.states()
-        try:
-            handle.shutdown(timeout=5.0)
-        except Exception:  # noqa: BLE001 - the hang is the failure to report
-            pass
-        pytest.fail(f"flow {flow.name!r} did not finish within {timeout} s "
-                    f"({runner_kw}); operator states: {states}")
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import elastream as es
-from conftest import run_with_deadline
+from flow_deadline import run_with_deadline
 from elastream.processes import WorkerProcessError
 from elastream.processes.replicate import replicated_placement
 

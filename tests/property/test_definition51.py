@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import elastream as es
-from conftest import run_with_deadline
+from flow_deadline import run_with_deadline
 from elastream.processes.replicate import replica_name
 
 pytestmark = pytest.mark.timeout(240)

@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import elastream as es
-from conftest import run_with_deadline
+from flow_deadline import run_with_deadline
 
 pytestmark = pytest.mark.timeout(240)
 

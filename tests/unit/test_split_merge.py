@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import elastream as es
-from conftest import run_with_deadline
+from flow_deadline import run_with_deadline
 from elastream.ordered.split_merge import END_SEQ, OrderedMerge, OrderedReplica, OrderedSplit, is_one_to_one
 from elastream.processes.replicate import (choose_replicas, expand_assignment, merge_name, parse_replica_name,
                                            replica_name, replicate_flow, replicated_placement, split_name)

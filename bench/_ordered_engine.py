@@ -253,7 +253,8 @@ def checked_run(flow: es.Flow, expected: Sequence[Any], what: str, *, timeout: f
     wall, cpu = perf_counter() - t0, process_time() - c0
     rec: SinkRecord = result.outputs[SINK]
     check_order(rec.items, expected, what)
-    row: dict[str, Any] = {"tuples_out": len(rec.items), "elapsed_s": result.elapsed_s,
+    row: dict[str, Any] = {"batch_size": runner_kw.get("batch_size"), "tuples_out": len(rec.items),
+                           "elapsed_s": result.elapsed_s,
                            "throughput_tuples_per_s": steady_throughput(rec, result.elapsed_s),
                            "cores_used": cpu / wall if wall > 0 else 0.0, "latency": steady_latency(rec),
                            "verified": True, **_ordered_totals(handle.sched.tasks)}
@@ -264,6 +265,7 @@ def checked_run(flow: es.Flow, expected: Sequence[Any], what: str, *, timeout: f
 
 
 def _runner_kw(args: argparse.Namespace, **kw: Any) -> dict[str, Any]:
+    """Runner options of an engine run: the shared batch and queue sizes, overridden by ``kw``."""
     return {"batch_size": args.engine_batch_size, "max_queue_size": args.engine_queue_size, **kw}
 
 
@@ -297,28 +299,38 @@ def plain_loop_rate(n: int, cost_us: float) -> float:
 
 
 def run_engine_light(args: argparse.Namespace) -> dict[str, Any]:
-    """Fig. 12 on the engine: throughput vs threads, non-blocking vs lock-based reorder buffer."""
+    """Fig. 12 on the engine: throughput vs threads, non-blocking vs lock-based reorder buffer.
+
+    The runtime numbers one batch per serial, so the batch size sets how often
+    the reorder buffer is used: batch size 1 is §3's one serial per tuple.
+    """
     n = args.engine_light_tuples
     stages = [Stage("light", "map", _identity, args.light_cost_us)]
     expected = sequential(stages, range(n))
 
-    def once(scheme: str, threads: int) -> dict[str, Any]:
+    def once(batch: int, scheme: str, threads: int) -> dict[str, Any]:
         flow = build_flow("engine-light", es.ops.FromIterable(range(n)), stages, stamped=False)
-        row = checked_run(flow, expected, f"engine-light/{scheme}/{threads} threads", timeout=args.run_timeout,
-                          cost_of="light", **_runner_kw(args, threads=threads, reorder=scheme))
+        row = checked_run(flow, expected, f"engine-light/{scheme}/{threads} threads/batch {batch}",
+                          timeout=args.run_timeout, cost_of="light",
+                          **_runner_kw(args, threads=threads, reorder=scheme, batch_size=batch))
         return {"scheme": scheme, "threads": threads, **row}
 
-    configs = [(s, w) for s in ("nonblocking", "lock") for w in args.engine_threads]
+    configs = [(b, s, w) for b in args.engine_light_batch_sizes for s in ("nonblocking", "lock")
+               for w in args.engine_threads]
     rows = _with_speedup(_sweep("engine-light", configs, args.engine_repeat, once, _by_throughput))
-    return {"tuples": n, "cost_us": args.light_cost_us,
+    by_batch = {str(b): _scheme_ratio([r for r in rows if r["batch_size"] == b])
+                for b in args.engine_light_batch_sizes}
+    return {"tuples": n, "cost_us": args.light_cost_us, "batch_sizes": args.engine_light_batch_sizes,
             "plain_loop_tuples_per_s": plain_loop_rate(n, args.light_cost_us), "results": rows,
-            "nonblocking_vs_lock_speedup_2_threads": _scheme_ratio(rows)}
+            "nonblocking_vs_lock_speedup_2_threads_by_batch_size": by_batch,
+            "nonblocking_vs_lock_speedup_2_threads": by_batch[str(args.engine_light_batch_sizes[0])]}
 
 
 def _with_speedup(rows: list[dict[str, Any]], field_name: str = "throughput_tuples_per_s") -> list[dict[str, Any]]:
-    """Add each row's speed-up over the same scheme on 1 thread."""
+    """Add each row's speed-up over the same scheme (and batch size) on 1 thread."""
     for r in rows:
-        base = next((b[field_name] for b in rows if b["scheme"] == r["scheme"] and b["threads"] == 1), None)
+        base = next((b[field_name] for b in rows if b["scheme"] == r["scheme"] and b["threads"] == 1
+                     and b.get("batch_size") == r.get("batch_size")), None)
         r["speedup_vs_1_thread"] = r[field_name] / base if base else None
     return rows
 

@@ -15,11 +15,16 @@ Panel = Callable[[Any, dict[str, Any]], None]
 
 
 def _scheme_lines(ax: Any, rows: list[dict[str, Any]], x: str, y: str) -> None:
-    """Throughput vs workers, one line per reorder scheme (and emit cost, where there is one)."""
-    for line in dict.fromkeys((r["scheme"], r.get("emit_cost_us")) for r in rows):
-        mine = [r for r in rows if (r["scheme"], r.get("emit_cost_us")) == line]
-        label = line[0] if line[1] is None else f"{line[0]}, emit {line[1]:g} µs"
-        ax.plot([r[x] for r in mine], [r[y] for r in mine], marker="o", label=label)
+    """Throughput vs workers, one line per reorder scheme (and emit cost or batch size, where they vary)."""
+    extras = [(k, label) for k, label in (("emit_cost_us", "emit {:g} µs"), ("batch_size", "batch {}"))
+              if len({r.get(k) for r in rows}) > 1]
+
+    def line_of(r: dict[str, Any]) -> str:
+        return ", ".join([r["scheme"], *(label.format(r[k]) for k, label in extras)])
+
+    for line in dict.fromkeys(map(line_of, rows)):
+        mine = [r for r in rows if line_of(r) == line]
+        ax.plot([r[x] for r in mine], [r[y] for r in mine], marker="o", label=line)
     ax.set(xlabel=x, ylabel=y.replace("_", " "), xticks=sorted({r[x] for r in rows}))
     ax.set_ylim(bottom=0)
 

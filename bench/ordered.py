@@ -69,6 +69,7 @@ FULL: dict[str, Any] = {
     "pipeline_inputs": 300, "skew_sigmas": [0.01, 0.05, 0.1, 0.25, 0.5, 1.0], "skew_tuples": 6000,
     "latency_costs": [10.0, 100.0, 1000.0], "latency_seconds": 0.5, "latency_max_tuples": 20_000,
     "engine_threads": [1, 2, 3, 4], "engine_repeat": 2, "engine_light_tuples": 30_000,
+    "engine_light_batch_sizes": [1, 64],
     "engine_pipeline_inputs": 400, "engine_skew_tuples": 6000, "heuristics_threads": [1, 2, 4],
     "heuristics_inputs": 6000, "run_timeout": 120.0,
 }
@@ -76,6 +77,7 @@ QUICK: dict[str, Any] = {
     "workers": [1, 2], "repeat": 1, "light_tuples": 2000, "emit_cost_us": [0.0], "pipeline_inputs": 40,
     "skew_sigmas": [0.05, 1.0], "skew_tuples": 600, "latency_costs": [100.0], "latency_seconds": 0.05,
     "latency_max_tuples": 1000, "engine_threads": [1, 2], "engine_repeat": 1, "engine_light_tuples": 2000,
+    "engine_light_batch_sizes": [8],
     "engine_pipeline_inputs": 40, "engine_skew_tuples": 600, "heuristics_threads": [1, 2],
     "heuristics_inputs": 600, "run_timeout": 60.0,
 }
@@ -118,6 +120,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _sized(parser, "--engine-threads", int, "engine-light/pipeline thread counts", many=True)
     _sized(parser, "--engine-repeat", int, "repetitions of every engine run (best throughput / median latency)")
     _sized(parser, "--engine-light-tuples", int, "engine-light: tuples")
+    _sized(parser, "--engine-light-batch-sizes", int, "engine-light: Runner batch sizes (one serial per batch; the "
+           "first gives the headline ratio)", many=True)
     _sized(parser, "--engine-pipeline-inputs", int, "engine-pipeline: inputs")
     _sized(parser, "--engine-skew-tuples", int, "engine-skew: tuples")
     parser.add_argument("--engine-batch-size", type=int, default=256, help="Runner(batch_size=) of engine runs")
@@ -546,11 +550,12 @@ def _partition_table(title: str, rows: list[dict[str, Any]], x: str, ratio: str)
 
 def _engine_scheme_table(title: str, rows: list[dict[str, Any]], field: str) -> Table:
     table = Table(title=title)
-    for col in ("scheme", "threads", field.replace("_", " "), "speed-up vs 1", "avg cost µs", "cores used",
+    for col in ("batch", "scheme", "threads", field.replace("_", " "), "speed-up vs 1", "avg cost µs", "cores used",
                 "contended", "blocked s", "order"):
         table.add_column(col, justify="right")
     for r in rows:
-        table.add_row(r["scheme"], str(r["threads"]), fmt(r[field], 0), fmt(r["speedup_vs_1_thread"], 2),
+        table.add_row(str(r["batch_size"]), r["scheme"], str(r["threads"]), fmt(r[field], 0),
+                      fmt(r["speedup_vs_1_thread"], 2),
                       fmt(r.get("avg_cost_us"), 1), fmt(r["cores_used"], 2), f"{r['contended']:,}",
                       fmt(r["blocked_s"], 3), "ok" if r["verified"] else "WRONG")
     return table
@@ -612,12 +617,18 @@ def print_structures(result: dict[str, Any], console: Console) -> None:
         console.print(_partition_table(f"Fig. 10 latency: {lat['workers']} workers, uniform keys", lat["results"],
                                        "cost_us", "hybrid_vs_partitioned_latency"))
     if any(s in result for s in STRUCTURE_SECTIONS):
-        by_emit = result.get("light", {}).get("nonblocking_vs_lock_speedup_2_workers_by_emit_cost_us", {})
-        console.print(f"data structures — non-blocking vs lock-based at 2 workers: light "
-                      f"{fmt(result['nonblocking_vs_lock_speedup_2_workers'], 3)}× "
-                      f"(by emit cost µs: {', '.join(f'{k}: {fmt(v, 3)}×' for k, v in by_emit.items())}), pipeline "
-                      f"{fmt(result['pipeline_nonblocking_vs_lock_speedup_2_workers'], 3)}×; hybrid / partitioned "
-                      f"latency at 100 µs: {fmt(result['hybrid_vs_partitioned_latency_ratio_100us'], 3)}")
+        parts = []
+        if "light" in result:
+            by_emit = result["light"]["nonblocking_vs_lock_speedup_2_workers_by_emit_cost_us"]
+            parts.append(f"non-blocking vs lock-based at 2 workers, light: "
+                         f"{fmt(result['nonblocking_vs_lock_speedup_2_workers'], 3)}× (by emit cost µs: "
+                         f"{', '.join(f'{k}: {fmt(v, 3)}×' for k, v in by_emit.items())})")
+        if "pipeline" in result:
+            parts.append(f"pipeline: {fmt(result['pipeline_nonblocking_vs_lock_speedup_2_workers'], 3)}×")
+        if "latency" in result:
+            parts.append(f"hybrid / partitioned latency at 100 µs: "
+                         f"{fmt(result['hybrid_vs_partitioned_latency_ratio_100us'], 3)}")
+        console.print("data structures — " + "; ".join(parts))
         console.print(result["note"])
 
 
@@ -648,12 +659,19 @@ def print_engine(result: dict[str, Any], console: Console) -> None:
     if "heuristics" in result:
         console.print(_heuristics_table(result["heuristics"]))
     if any(s in result for s in ENGINE_SECTIONS):
-        console.print(f"engine — non-blocking vs lock-based at 2 threads: light "
-                      f"{fmt(result['engine_nonblocking_vs_lock_speedup_2_threads'], 3)}×, pipeline "
-                      f"{fmt(result['engine_pipeline_nonblocking_vs_lock_speedup_2_threads'], 3)}×; hybrid / "
-                      f"partitioned latency at 100 µs: "
-                      f"{fmt(result['engine_hybrid_vs_partitioned_latency_ratio_100us'], 3)}; every engine run's "
-                      "output equals the sequential run, in order")
+        parts = []
+        if "engine-light" in result:
+            by_batch = result["engine-light"]["nonblocking_vs_lock_speedup_2_threads_by_batch_size"]
+            parts.append(f"non-blocking vs lock-based at 2 threads, light: "
+                         f"{fmt(result['engine_nonblocking_vs_lock_speedup_2_threads'], 3)}× (by batch size: "
+                         f"{', '.join(f'{k}: {fmt(v, 3)}×' for k, v in by_batch.items())})")
+        if "engine-pipeline" in result:
+            parts.append(f"pipeline: {fmt(result['engine_pipeline_nonblocking_vs_lock_speedup_2_threads'], 3)}×")
+        if "engine-latency" in result:
+            parts.append(f"hybrid / partitioned latency at 100 µs: "
+                         f"{fmt(result['engine_hybrid_vs_partitioned_latency_ratio_100us'], 3)}")
+        parts.append("every engine run's output equals the sequential run, in order")
+        console.print("engine — " + "; ".join(parts))
         console.print(result["engine_note"])
 
 

@@ -41,13 +41,16 @@ def assert_verified(row: dict) -> None:
 def test_engine_light_rows_per_scheme_and_thread_count():
     result = quick("engine-light")
     section = result["engine-light"]
-    assert [(r["scheme"], r["threads"]) for r in section["results"]] == [(s, w) for s in SCHEMES for w in (1, 2)]
+    assert [(r["batch_size"], r["scheme"], r["threads"]) for r in section["results"]] == [
+        (8, s, w) for s in SCHEMES for w in (1, 2)]
     for r in section["results"]:
         assert_verified(r)
         assert r["tuples_out"] == section["tuples"]
         assert r["avg_cost_us"] > 0
     assert section["plain_loop_tuples_per_s"] > 0
     assert result["engine_nonblocking_vs_lock_speedup_2_threads"] == section["nonblocking_vs_lock_speedup_2_threads"]
+    assert section["nonblocking_vs_lock_speedup_2_threads_by_batch_size"] == {
+        "8": section["nonblocking_vs_lock_speedup_2_threads"]}
     assert section["nonblocking_vs_lock_speedup_2_threads"] > 0
     assert result["gil"] == "release" and "releases the GIL" in result["engine_note"]
 
@@ -110,7 +113,7 @@ def test_a_wrong_engine_output_fails_loudly(monkeypatch):
         return out
 
     monkeypatch.setattr(engine, "sequential", tampered)
-    with pytest.raises(RuntimeError, match=r"engine-light/nonblocking/1 threads: output differs .* position 1"):
+    with pytest.raises(RuntimeError, match=r"engine-light/nonblocking/1 threads/batch 8: output differs .* position 1"):
         quick("engine-light")
 
 

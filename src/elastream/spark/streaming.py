@@ -46,7 +46,9 @@ modification time, not by name, so the driver itself feeds the stream: step
 *marker* file into a fresh folder and renames it into the watched folder, so a
 listing sees a whole step or nothing; the next step is fed only when marker
 ``i`` has reached the sink. Each micro-batch therefore holds whole steps, in
-order, and the marker's round trip is the step's latency.
+order, and the marker's round trip is the step's latency. A first step with a
+marker only warms the query up (planning, Python workers) before the clock
+starts.
 
 **End of stream, exactly once per key.** Keyed steps use event-time timeouts
 on a synthetic event time: data rows carry 2000-01-01, and after the last step
@@ -697,7 +699,8 @@ class SparkRunResult:
     """What :func:`run_flow_on_spark` returns.
 
     ``outputs`` maps each Collect sink's name to its items in order;
-    ``seconds`` runs from the first step fed to the end of the flushing batch;
+    ``seconds`` runs from the first data step fed to the end of the flushing
+    batch (after a warm-up step that only carries a marker);
     ``rows_in`` counts the source rows; ``step_latencies_ms`` is each step's
     marker round trip (fed → seen at the sink), the last one being the end of
     stream; ``batches`` counts the micro-batches the sinks saw.
@@ -813,22 +816,33 @@ def _run(spark: SparkSession, plan: FlowPlan, files: list[Path], columns: tuple[
     collector = _Collector(plan.sinks)
     query = _start(spark, plan, feeder, schema, columns, collector, root / "checkpoint", shuffle_partitions)
     try:
-        started = time.perf_counter()
-        latencies = []
         chunks = [list(enumerate(files))[i:i + files_per_batch] for i in range(0, len(files), files_per_batch)]
-        for step, chunk in enumerate(chunks):
-            fed = feeder.place(step, chunk, control=step)
-            seen = collector.wait_for(_MARKER_KEY + step.to_bytes(8, "big"), query, timeout_s)
-            latencies.append((seen - fed) * 1e3)
-        fed = feeder.place(len(chunks), [], control=-1)
-        latencies.append((collector.wait_for(_END_KEY, query, timeout_s) - fed) * 1e3)
-        query.processAllAvailable()  # the batch after the end row: timeouts flush every key (module docstring)
-        seconds = time.perf_counter() - started
+        seconds, latencies = _feed(query, feeder, collector, chunks, timeout_s)
         _check_nothing_late(query)
     finally:
         query.stop()
     rows = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     return SparkRunResult(collector.outputs(), seconds, rows, collector.batches, tuple(latencies))
+
+
+def _feed(query: Any, feeder: _Feeder, collector: _Collector, chunks: Sequence[Sequence[tuple[int, Path]]],
+          timeout_s: float | None) -> tuple[float, list[float]]:
+    """Feed a warm-up step, the data steps, then the end; (seconds from the first data step, step latencies ms).
+
+    The warm-up step (a marker only) takes the query's one-time costs (first
+    planning, Python workers starting) off the clock, as the local engine's
+    clock leaves out process start-up.
+    """
+    def step(number: int, files: Sequence[tuple[int, Path]], control: int, key: bytes) -> float:
+        fed = feeder.place(number, files, control)
+        return (collector.wait_for(key, query, timeout_s) - fed) * 1e3
+
+    step(0, [], 0, _MARKER_KEY + (0).to_bytes(8, "big"))
+    started = time.perf_counter()
+    latencies = [step(n, chunk, n, _MARKER_KEY + n.to_bytes(8, "big")) for n, chunk in enumerate(chunks, start=1)]
+    latencies.append(step(len(chunks) + 1, [], -1, _END_KEY))
+    query.processAllAvailable()  # the batch after the end row: timeouts flush every key (module docstring)
+    return time.perf_counter() - started, latencies
 
 
 def _start(spark: SparkSession, plan: FlowPlan, feeder: _Feeder, schema: Any, columns: tuple[str, ...],

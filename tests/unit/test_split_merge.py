@@ -210,3 +210,14 @@ def test_automatic_rule_replicates_the_dominant_operator():
     assert choose_replicas(flow, 1) == {}
     plan = replicated_placement(flow, 2)
     assert {plan["heavy#0"], plan["heavy#1"]} == {0, 1}
+
+
+def test_expansion_takes_counts_or_the_automatic_rule_outside_the_placement():
+    flow = es.Flow("auto")
+    (flow.source(range(10), name="src").then(es.ops.Busy(cost_us=500.0), name="heavy")
+         .sink(es.ops.Collect(), name="out"))
+    base = {"src": 0, "heavy": 1, "out": 0}
+    _, full = expand_assignment(flow, base, 2, "auto")
+    assert (full["heavy#0"], full["heavy#1"]) == (1, 0)
+    _, full = expand_assignment(flow, base, 2, {"heavy": 3})
+    assert [full[f"heavy#{r}"] for r in range(3)] == [1, 0, 1]

@@ -165,16 +165,19 @@ def requested_replicas(flow: Flow, assignment: Mapping[str, int]) -> dict[str, i
 
 
 def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
-                      replicas: Mapping[str, int] | None = None) -> tuple[Flow, dict[str, int]]:
+                      replicas: Mapping[str, int] | str | None = None,
+                      stats: Any = None) -> tuple[Flow, dict[str, int]]:
     """The flow to run and its full assignment, with replicated operators rewritten.
 
     Replica counts come from ``"X#r"`` entries of ``assignment`` and from
-    ``replicas`` (replica ``r`` of a count given only there goes to process
-    ``(home + r) % processes``, ``home`` being X's own entry). Without either,
+    ``replicas`` (a dict, or "auto" for :func:`choose_replicas` with
+    ``stats``); replica ``r`` of a count given only there goes to process
+    ``(home + r) % processes``, ``home`` being X's own entry. Without either,
     ``flow`` and ``assignment`` come back unchanged.
     """
     counts = requested_replicas(flow, assignment)
-    for name, count in (replicas or {}).items():
+    extra = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas or {})
+    for name, count in extra.items():
         counts.setdefault(name, count)
     if not counts:
         return flow, dict(assignment)

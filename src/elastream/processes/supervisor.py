@@ -83,8 +83,11 @@ class ProcessRunHandle:
         self.flow = flow
         self.runner = runner
         # Replicated operators (placement entries "X#r", C-Stream §4.2) become split → replicas → merge.
-        self.run_flow, self.assignment = expand_assignment(flow, assignment, runner.processes,
-                                                           getattr(runner, "replicas", None))
+        # A Runner that grows a ``replicas=`` option ({name: count} or "auto") is honoured as well.
+        placement = getattr(runner, "placement", None)
+        self.run_flow, self.assignment = expand_assignment(
+            flow, assignment, runner.processes, getattr(runner, "replicas", None),
+            stats=placement if isinstance(placement, FlowStats) else None)
         self.processes = runner.processes
         self._started = perf_counter()
         self._rings: list[Any] = []

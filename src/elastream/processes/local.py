@@ -8,19 +8,27 @@ and pickling the sink results back — all of it on the run's critical path
 processes then really means P processes.
 
 Threading: :class:`LocalPart` is created in the user's thread (it starts the
-ordinary single-process engine on part 0's flow); the supervisor thread polls
-:attr:`LocalPart.done`, calls :meth:`LocalPart.collect` once and
-:meth:`LocalPart.request_shutdown` when another part fails. Its worker
-threads are joined by :meth:`collect`.
+ordinary single-process engine on part 0's flow). A small watcher thread
+waits for the part to finish and then makes :attr:`LocalPart.ready_fd`
+readable, so the supervisor thread can wait for it together with the child
+pipes and sentinels instead of polling (every wake-up would take the GIL from
+part 0's worker). The supervisor then calls :meth:`LocalPart.collect` once, or
+:meth:`LocalPart.request_shutdown` when another part fails; :meth:`collect`
+joins the part's worker threads and the watcher.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from elastream.errors import OperatorError
 from elastream.processes.spec import ChildSpec, build_child_flow
+
+
+#: How often the watcher re-checks whether it was told to stop (it normally just waits for the end).
+WATCH_CHECK_S = 0.5
 
 
 class LocalPart:
@@ -34,10 +42,32 @@ class LocalPart:
         self.final: tuple | None = None
         """("done", outputs, stats, shutdown) or ("failed", error, stats) once collected."""
         self.handle: Any = None
-        if spec.operators:
-            self.handle = Runner(**spec.runner).start(build_child_flow(spec))
-        else:
+        self._read_end, self._write_end = os.pipe()
+        self._stop = threading.Event()
+        self._watcher: threading.Thread | None = None
+        if not spec.operators:
             self.final = ("done", {}, None, False)  # a placement may leave part 0 empty
+            os.write(self._write_end, b"x")
+            return
+        try:
+            self.handle = Runner(**spec.runner).start(build_child_flow(spec))
+        except BaseException:
+            self.close()
+            raise
+        self._watcher = threading.Thread(target=self._watch, name="elastream-local-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch(self) -> None:
+        finished = self.handle.sched.finished
+        while not finished.wait(WATCH_CHECK_S):
+            if self._stop.is_set():
+                return
+        os.write(self._write_end, b"x")
+
+    @property
+    def ready_fd(self) -> int:
+        """A file descriptor that becomes readable once the part has finished."""
+        return self._read_end
 
     @property
     def index(self) -> int:
@@ -57,7 +87,7 @@ class LocalPart:
     def collect(self, timeout: float) -> BaseException | None:
         """Join the part's threads and record its end; return its failure, if any."""
         try:
-            result = self.handle.wait(timeout)
+            result = self._wait(timeout)
         except OperatorError as error:
             self.final = ("failed", error, self.handle.stats())
             return error
@@ -66,6 +96,22 @@ class LocalPart:
             return error
         self.final = ("done", result.outputs, result.stats, result.shutdown)
         return None
+
+    def _wait(self, timeout: float) -> Any:
+        try:
+            return self.handle.wait(timeout)
+        finally:
+            self._stop.set()
+            if self._watcher is not None:
+                self._watcher.join(WATCH_CHECK_S + 1.0)
+
+    def close(self) -> None:
+        """Release the ready pipe (after :meth:`collect`)."""
+        for fd in (self._read_end, self._write_end):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     def request_shutdown(self) -> None:
         """Ask the part to stop (another part failed, or an explicit shutdown)."""

@@ -32,8 +32,6 @@ from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
 
 
-#: How often the supervisor checks whether the local part ended (it has no fd to wait on).
-LOCAL_POLL_S = 0.01
 #: Modules the fork server imports before forking workers (``start_method="forkserver"``).
 FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
                       "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle")
@@ -159,7 +157,8 @@ class ProcessRunHandle:
         local = self._local
         while live or (local is not None and local.final is None):
             local_running = local is not None and local.final is None
-            for ready in wait_ready(list(live) + list(sentinels), timeout=LOCAL_POLL_S if local_running else 0.1):
+            waitables = list(live) + list(sentinels) + ([local.ready_fd] if local_running else [])
+            for ready in wait_ready(waitables, timeout=0.1):
                 child = live.get(ready)
                 if child is not None:
                     self._drain(child, live)
@@ -229,6 +228,8 @@ class ProcessRunHandle:
         if local is not None and local.final is None:
             local.request_shutdown()  # only after the grace period: its threads get one more chance to end
             local.collect(timeout=self.runner.shutdown_grace_s + 2.0)
+        if local is not None:
+            local.close()
         for c in self._children:
             c.process.join(0.5 if c.final is not None else 0.0)
         for c in self._children:

@@ -94,6 +94,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -462,6 +463,9 @@ class KeyState:
 class _NoValue:
     """A KeyedReduce key without ``initial`` before its first item (its first item becomes the fold)."""
 
+    def __reduce__(self) -> str:
+        return "_NO_VALUE"  # unpickles as the one instance, so ``is _NO_VALUE`` holds in any worker
+
 
 _NO_VALUE = _NoValue()
 
@@ -539,12 +543,11 @@ class _KeyedCall:
     def _step(self, kept: KeyState | None, k: bytes, item: Any, out: list) -> KeyState:
         s = self.step
         try:
-            key = s.key(item) if s.key is not None else None
-            if kept is None:
-                kept = KeyState(k, key, self._initial())
-            if s.reduce:  # KeyedReduce: the running fold, emitted as (key, value) per item
+            if kept is None:  # the key's first item: on_end gets this key object, as locally
+                kept = KeyState(k, s.key(item) if s.key is not None else None, self._initial())
+            if s.reduce:  # KeyedReduce: the running fold, emitted as (key of the item, value) per item
                 kept.state = item if kept.state is _NO_VALUE else s.step(kept.state, item)
-                out.append((k, (key, kept.state)))
+                out.append((k, (s.key(item), kept.state)))  # type: ignore[misc]
                 return kept
             kept.state, emitted = s.step(kept.state, item)
         except Exception as exc:  # noqa: BLE001
@@ -841,7 +844,10 @@ def _feed(query: Any, feeder: _Feeder, collector: _Collector, chunks: Sequence[S
     started = time.perf_counter()
     latencies = [step(n, chunk, n, _MARKER_KEY + n.to_bytes(8, "big")) for n, chunk in enumerate(chunks, start=1)]
     latencies.append(step(len(chunks) + 1, [], -1, _END_KEY))
-    query.processAllAvailable()  # the batch after the end row: timeouts flush every key (module docstring)
+    try:
+        query.processAllAvailable()  # the batch after the end row: timeouts flush every key (module docstring)
+    except Exception as exc:  # noqa: BLE001 - an on_end hook failed in a worker: name its operator
+        raise _query_error(exc) from exc
     return time.perf_counter() - started, latencies
 
 
@@ -857,27 +863,24 @@ def _start(spark: SparkSession, plan: FlowPlan, feeder: _Feeder, schema: Any, co
                 .option("checkpointLocation", str(checkpoint)).start())
 
 
-class _session_conf:  # noqa: N801 - used as a context manager
+@contextmanager
+def _session_conf(spark: SparkSession, conf: Mapping[str, str]) -> Iterator[None]:
     """Set SQL settings while the query starts (a streaming query keeps its own copy), then restore them."""
-
-    def __init__(self, spark: SparkSession, conf: Mapping[str, str]):
-        self.spark, self.conf = spark, conf
-        self.saved: dict[str, str | None] = {}
-
-    def __enter__(self) -> None:
-        for key, value in self.conf.items():
-            self.saved[key] = self.spark.conf.get(key, None)
-            self.spark.conf.set(key, value)
-
-    def __exit__(self, *exc: object) -> None:
-        for key, value in self.saved.items():
+    saved = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
             if value is None:
-                self.spark.conf.unset(key)
+                spark.conf.unset(key)
             else:
-                self.spark.conf.set(key, value)
+                spark.conf.set(key, value)
 
 
-class _local_workers_like_driver:  # noqa: N801 - used as a context manager
+@contextmanager
+def _local_workers_like_driver(spark: SparkSession) -> Iterator[None]:
     """In local mode, build the query's Python functions for workers running this interpreter and sys.path.
 
     Spark starts local workers with ``python3`` from PATH unless PYSPARK_PYTHON
@@ -885,29 +888,23 @@ class _local_workers_like_driver:  # noqa: N801 - used as a context manager
     interpreter's packages and the modules they were defined in (tests, notebooks).
     A function captures both when it is wrapped, so they are restored afterwards.
     """
-
-    def __init__(self, spark: SparkSession):
-        sc = getattr(spark, "sparkContext", None) if not type(spark).__module__.startswith(
-            "pyspark.sql.connect") else None
-        self.sc = sc if sc is not None and str(sc.master).startswith("local") else None
-        self.saved: tuple[str, str | None] | None = None
-
-    def __enter__(self) -> None:
-        if self.sc is None:
-            return
-        self.saved = (self.sc.pythonExec, self.sc.environment.get("PYTHONPATH"))
-        if "PYSPARK_PYTHON" not in os.environ:
-            self.sc.pythonExec = sys.executable
-        self.sc.environment["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-
-    def __exit__(self, *exc: object) -> None:
-        if self.sc is None or self.saved is None:
-            return
-        self.sc.pythonExec = self.saved[0]
-        if self.saved[1] is None:
-            self.sc.environment.pop("PYTHONPATH", None)
+    remote = type(spark).__module__.startswith("pyspark.sql.connect")
+    sc = None if remote else spark.sparkContext
+    if sc is None or not str(sc.master).startswith("local"):
+        yield
+        return
+    saved = (sc.pythonExec, sc.environment.get("PYTHONPATH"))
+    if "PYSPARK_PYTHON" not in os.environ:
+        sc.pythonExec = sys.executable
+    sc.environment["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    try:
+        yield
+    finally:
+        sc.pythonExec = saved[0]
+        if saved[1] is None:
+            sc.environment.pop("PYTHONPATH", None)
         else:
-            self.sc.environment["PYTHONPATH"] = self.saved[1]
+            sc.environment["PYTHONPATH"] = saved[1]
 
 
 def _check_nothing_late(query: Any) -> None:

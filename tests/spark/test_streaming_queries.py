@@ -42,7 +42,8 @@ def test_engine_flags_and_the_data_set(tpcxbb_data):
     assert row_count(tpcxbb_data, "wcs_stream") > 0
 
 
-@pytest.mark.parametrize("query", list(CASES))
+# The cheapest query first: the first streaming run also starts Spark's Python workers.
+@pytest.mark.parametrize("query", ["q15", "q04", "q03", "q02", "q01"])
 def test_spark_streaming_answer_equals_spark_batch(query, spark, tpcxbb_data, tmp_path):
     from elastream.spark.batch import run_batch_query
 

@@ -765,6 +765,11 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
     operator that is local-only, and :class:`~elastream.errors.OperatorError`
     naming the operator whose function failed in a Spark worker.
 
+    Needs a classic session (not Spark Connect): the sink callback keeps the
+    outputs in this process. On a cluster, ``checkpoint_dir`` and the stream
+    files must be on storage every executor reads (fed files are symbolic
+    links to them).
+
     Example::
 
         result = run_flow_on_spark(flow, files_per_batch=2)

@@ -74,7 +74,9 @@ def test_generated_streams_are_read_from_several_ordered_files(tpcxbb_data):
     # First in the module, and cheap: the session's Spark start and data generation land on this test.
     for query in CASES:
         qf = build_flow(query, tpcxbb_data, CASES[query])
-        assert len(qf.stream_files) > 1 and qf.stream_files == sorted(qf.stream_files)
+        assert qf.stream_files == sorted(qf.stream_files)
+        if qf.stream_name == "wcs_stream":     # at scale 0.01 only the click stream spans several files
+            assert len(qf.stream_files) > 1
         assert qf.flow.operators[qf.source_name].operator.paths == [str(f) for f in qf.stream_files]
 
 

@@ -63,3 +63,18 @@ def write_tables(tmp_path) -> Callable[..., Path]:
             write_table(tmp_path, name, rows)
         return tmp_path
     return write
+
+
+@pytest.fixture
+def demo_cache(tpcxbb_data, tmp_path, monkeypatch) -> Path:
+    """The session's data set placed where ``elastream demo`` / ``bench tpcxbb`` cache theirs (not generated again).
+
+    Those commands then find scale ``SCALE`` and seed ``SEED`` already there.
+    """
+    from elastream.workloads.tpcxbb_demo import demo_data_dir
+
+    monkeypatch.setenv("ELASTREAM_CACHE", str(tmp_path))
+    target = demo_data_dir(SCALE, SEED)
+    target.parent.mkdir(parents=True)
+    target.symlink_to(tpcxbb_data, target_is_directory=True)
+    return target

@@ -7,22 +7,12 @@ import json
 import pytest
 
 from elastream.cli.main import main
-from elastream.workloads.tpcxbb_demo import demo_data_dir
 
 pytestmark = pytest.mark.spark
 SCALE, SEED = 0.01, 11   # the tpcxbb_data fixture's data set (tests/spark/conftest.py)
 
 
-@pytest.fixture
-def cached_bench_data(tpcxbb_data, tmp_path, monkeypatch):
-    monkeypatch.setenv("ELASTREAM_CACHE", str(tmp_path))
-    target = demo_data_dir(SCALE, SEED)
-    target.parent.mkdir(parents=True)
-    target.symlink_to(tpcxbb_data, target_is_directory=True)
-    return target
-
-
-def test_bench_tpcxbb_local_json(cached_bench_data, spark, capsys):
+def test_bench_tpcxbb_local_json(demo_cache, spark, capsys):
     assert main(["bench", "tpcxbb", "--scale", str(SCALE), "--seed", str(SEED), "--engines", "local",
                  "--queries", "q03", "q15", "--heuristics", "lp", "ct", "--workers", "1", "2", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

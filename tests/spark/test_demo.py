@@ -7,29 +7,19 @@ import json
 import pytest
 
 from elastream.cli.main import main
-from elastream.workloads.tpcxbb_demo import QUERIES, DemoHooks, DemoOptions, demo_data_dir, run_demo
+from elastream.workloads.tpcxbb_demo import QUERIES, DemoHooks, DemoOptions, run_demo
 
 SCALE, SEED = 0.01, 11   # the tpcxbb_data fixture's data set (tests/spark/conftest.py)
 
 pytestmark = pytest.mark.spark
 
 
-@pytest.fixture
-def cached_demo_data(tpcxbb_data, tmp_path, monkeypatch):
-    """The session's generated data set, placed where the demo caches its data (so it is not generated again)."""
-    monkeypatch.setenv("ELASTREAM_CACHE", str(tmp_path))
-    target = demo_data_dir(SCALE, SEED)
-    target.parent.mkdir(parents=True)
-    target.symlink_to(tpcxbb_data, target_is_directory=True)
-    return target
-
-
-def test_demo_runs_every_query_locally_and_matches_spark(cached_demo_data, spark):
+def test_demo_runs_every_query_locally_and_matches_spark(demo_cache, spark):
     started, finished = [], []
     hooks = DemoHooks(local_started=lambda q, rows, handle: started.append((q, rows, handle.stats())),
                       local_finished=finished.append)
     result = run_demo(DemoOptions(scale=SCALE, seed=SEED, threads=2), hooks)
-    assert result.data_dir == cached_demo_data and not result.generated
+    assert result.data_dir == demo_cache and not result.generated
     assert [row.query for row in result.rows] == list(QUERIES)
     assert result.all_match, [(r.query, r.difference) for r in result.rows if not r.match]
     assert [q for q, _, _ in started] == list(QUERIES) and finished == result.rows
@@ -38,7 +28,7 @@ def test_demo_runs_every_query_locally_and_matches_spark(cached_demo_data, spark
         assert row.input_rows > 0 and row.seconds > 0 and row.latency_p50_ms is not None
 
 
-def test_demo_cli_json_summary(cached_demo_data, spark, capsys):
+def test_demo_cli_json_summary(demo_cache, spark, capsys):
     assert main(["demo", "--scale", str(SCALE), "--seed", str(SEED), "--queries", "q04", "q15", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["demo"] == "tpcxbb" and summary["all_match"] is True

@@ -177,13 +177,12 @@ class ParallelFunctionTask(FunctionTask):
 
     def _step_stateless(self) -> bool:
         with self._intake:
-            buf = self._next_nonempty()
-            if buf is None:
+            taken = self._take_input()
+            if taken is None:
                 return False
-            items, origin = buf.take(self.batch_size)
+            buf, items, origin = taken
             serial = self._serial
             self._serial = serial + 1
-            self.tuples_in += len(items)
         if buf.write_waiters:
             self.sched.port_read(buf)
         outputs = _Outputs(self.op.on_batch(items, buf.port) or ())  # type: ignore[attr-defined]
@@ -240,10 +239,10 @@ class ParallelFunctionTask(FunctionTask):
         if len(self._claims) >= self._backlog_limit:
             return False
         with self._intake:
-            buf = self._next_nonempty()
-            if buf is None:
+            taken = self._take_input()
+            if taken is None:
                 return False
-            items, origin = buf.take(self.batch_size)
+            buf, items, origin = taken
             groups: dict[int, tuple[list[int], list[Any]]] = {}
             key, partition_of, first_seen = self._key, self._partition_of, self._first_seen
             for i, x in enumerate(items):
@@ -260,11 +259,19 @@ class ParallelFunctionTask(FunctionTask):
             batch = _Batch(self._serial, origin, len(items), len(groups))
             self._serial += 1
             self._claims.put_many([(p, (batch, places, group)) for p, (places, group) in groups.items()])
-            self.tuples_in += len(items)
             self.origin = origin
         if buf.write_waiters:
             self.sched.port_read(buf)
         return True
+
+    def _take_input(self) -> tuple[Any, list, float] | None:
+        """``(buffer, items, origin)`` of one batch from the next non-empty input; the intake lock is held."""
+        buf = self._next_nonempty()
+        if buf is None:
+            return None
+        items, origin = buf.take(self.batch_size)
+        self.tuples_in += len(items)
+        return buf, items, origin
 
     def _no_work(self) -> Outcome:
         """Nothing this worker may take: wait for input, leave to the others, or end the stream."""

@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import os
+import sys
 import shlex
 import tempfile
 import threading
@@ -150,6 +151,9 @@ def _build(target: str, master: str | None, remote: str | None, conf: dict[str, 
         # Local mode needs no routable address; binding to loopback avoids Spark's hostname warning.
         if target.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            # Python workers otherwise start with the `python3` on PATH, which may lack pyarrow and
+            # elastream (Python UDFs, mapInArrow, applyInPandasWithState): use this interpreter.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in conf.items():
         if remote and key.startswith(("spark.driver.", "spark.ui.", "spark.default.")):
             continue  # the server owns its JVM settings

@@ -133,3 +133,6 @@ register_engine("spark-batch", "elastream.spark.batch:run_engine",
 register_engine("local", "elastream.tpcxbb.local:run_query",
                 help="elastream pipelines of spec §5 on this machine (threads, processes, policy)",
                 add_arguments="elastream.tpcxbb.local:add_arguments")
+register_engine("spark-streaming", "elastream.tpcxbb.spark_streaming:run_query",
+                help="the §5 pipelines translated to Spark Structured Streaming from their declared operators",
+                add_arguments="elastream.tpcxbb.spark_streaming:add_arguments")

@@ -32,8 +32,8 @@ Example::
 from __future__ import annotations
 
 import os
-import sys
 import shlex
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping

@@ -53,6 +53,7 @@ HEURISTIC_POLICIES = ("qst", "lp", "et", "ct", "least_recently_run")
 SINK = "sink"
 WINDOW = (0.2, 0.8)  # §7: markers from the 20th to the 80th percentile
 MIN_WINDOW_BATCHES = 8
+LATENCY_QUEUE_BATCHES = 4  # engine-latency: port queues of this many batches
 
 
 # --- stages: one description gives both the flow and its sequential expectation ---------------
@@ -366,7 +367,12 @@ def _first(item: Sequence[Any]) -> Any:
 
 
 def run_engine_pipeline(args: argparse.Namespace) -> dict[str, Any]:
-    """Fig. 13 on the engine: pipeline throughput vs threads for both reorder schemes (hybrid partitioning)."""
+    """Fig. 13 on the engine: pipeline throughput vs threads for both reorder schemes (hybrid partitioning).
+
+    The flat_map numbers one batch of ``--engine-pipeline-batch-size`` inputs
+    per serial (the paper: one input), whose ``selectivity`` outputs per input
+    all pass through the reorder buffer under that serial.
+    """
     n, sel = args.engine_pipeline_inputs, args.selectivity
     stages = pipeline_stages(args)
     expected = sequential(stages, range(n))
@@ -374,7 +380,8 @@ def run_engine_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     def once(scheme: str, threads: int) -> dict[str, Any]:
         flow = build_flow("engine-pipeline", es.ops.FromIterable(range(n)), stages, stamped=False)
         row = checked_run(flow, expected, f"engine-pipeline/{scheme}/{threads} threads", timeout=args.run_timeout,
-                          cost_of="explode", **_runner_kw(args, threads=threads, reorder=scheme))
+                          cost_of="explode", **_runner_kw(args, threads=threads, reorder=scheme,
+                                                          batch_size=args.engine_pipeline_batch_size))
         row["throughput_inputs_per_s"] = row["throughput_tuples_per_s"] / sel
         return {"scheme": scheme, "threads": threads, **row}
 
@@ -382,7 +389,8 @@ def run_engine_pipeline(args: argparse.Namespace) -> dict[str, Any]:
     rows = _with_speedup(_sweep("engine-pipeline", configs, args.engine_repeat, once, _by_throughput))
     return {"inputs": n, "selectivity": sel, "cost_us": args.pipeline_cost_us,
             "partitioned_cost_us": args.partitioned_cost_us, "partitions": args.pipeline_partitions,
-            "partitioning": "hybrid", "results": rows, "nonblocking_vs_lock_speedup_2_threads": _scheme_ratio(rows)}
+            "partitioning": "hybrid", "batch_size": args.engine_pipeline_batch_size, "results": rows,
+            "nonblocking_vs_lock_speedup_2_threads": _scheme_ratio(rows)}
 
 
 # --- Fig. 9 and Fig. 10: partitioning schemes ---------------------------------------------------
@@ -403,14 +411,14 @@ def _partitions_for(scheme: str, threads: int, args: argparse.Namespace) -> int:
 
 
 def _partitioned_run(scheme: str, keys: list[int], threads: int, cost_us: float, stamp: bool, what: str,
-                     args: argparse.Namespace) -> dict[str, Any]:
-    """One range-partitioned running count over ``keys`` with ``partitioning=scheme``."""
+                     args: argparse.Namespace, **runner: Any) -> dict[str, Any]:
+    """One range-partitioned running count over ``keys`` with ``partitioning=scheme`` (``runner``: overrides)."""
     stage = Stage("count", "keyed", _count_key, cost_us, key=_second,
                   partitions=_partitions_for(scheme, threads, args), key_range=(0, KEY_SPACE), stamp_start=stamp)
     items = list(enumerate(keys))
     flow = build_flow(what, es.ops.FromIterable(items), [stage], stamped=stamp)
     row = checked_run(flow, sequential([stage], items), f"{what}/{scheme}", timeout=args.run_timeout,
-                      cost_of="count", **_runner_kw(args, threads=threads, partitioning=scheme))
+                      cost_of="count", **_runner_kw(args, threads=threads, partitioning=scheme, **runner))
     return {"scheme": scheme, "partitions": stage.partitions, **row}
 
 
@@ -431,21 +439,39 @@ def run_engine_skew(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_engine_latency(args: argparse.Namespace) -> dict[str, Any]:
-    """Fig. 10 on the engine: processing latency (start of processing → sink) vs per-tuple cost, uniform keys."""
+    """Fig. 10 on the engine: processing latency (start of processing → sink) vs per-tuple cost, uniform keys.
+
+    The runtime numbers whole batches, so an output also waits for the rest
+    of its batch: each batch size of ``--engine-latency-batch-sizes`` is a
+    series, run with port queues of four batches so that waiting in front of
+    the sink stays small. The median of the repetitions (by mean latency) is kept.
+    """
     threads, rows = args.latency_workers, []
-    for cost in args.latency_costs:
-        n = int(min(args.latency_max_tuples, max(200, args.latency_seconds * threads / (cost * 1e-6))))
-        rng = random.Random(args.seed)
-        keys = [rng.randrange(KEY_SPACE) for _ in range(n)]
-        runs = _sweep(f"engine-latency {cost:g} µs", [("hybrid",), ("partitioned",)], args.engine_repeat,
-                      lambda s: _partitioned_run(s, keys, threads, cost, True, f"engine-latency {cost:g} µs", args),
-                      lambda rs: sorted(rs, key=lambda r: r["latency"]["mean_ms"])[len(rs) // 2])
-        row: dict[str, Any] = {"cost_us": cost, "tuples": n, "hybrid": runs[0], "partitioned": runs[1]}
-        row["hybrid_vs_partitioned_latency"] = (runs[0]["latency"]["mean_ms"] / runs[1]["latency"]["mean_ms"])
-        rows.append(row)
-    return {"threads": threads, "hybrid_partitions": args.hybrid_partitions, "results": rows,
-            "hybrid_vs_partitioned_latency_ratio_100us": next(
-                (r["hybrid_vs_partitioned_latency"] for r in rows if r["cost_us"] == 100.0), None)}
+    for batch in args.engine_latency_batch_sizes:
+        for cost in args.latency_costs:
+            rows.append(_latency_point(args, threads, batch, cost))
+    first = args.engine_latency_batch_sizes[0]
+    headline = [r for r in rows if r["cost_us"] == 100.0 and r["batch_size"] == first]
+    return {"threads": threads, "hybrid_partitions": args.hybrid_partitions,
+            "batch_sizes": args.engine_latency_batch_sizes, "queue_batches": LATENCY_QUEUE_BATCHES, "results": rows,
+            "hybrid_vs_partitioned_latency_ratio_100us": headline[0]["hybrid_vs_partitioned_latency"] if headline
+            else None}
+
+
+def _latency_point(args: argparse.Namespace, threads: int, batch: int, cost: float) -> dict[str, Any]:
+    """Both partitioning schemes at one (batch size, per-tuple cost)."""
+    n = int(min(args.latency_max_tuples, max(200, args.latency_seconds * threads / (cost * 1e-6))))
+    rng = random.Random(args.seed)
+    keys = [rng.randrange(KEY_SPACE) for _ in range(n)]
+    what = f"engine-latency {cost:g} µs/batch {batch}"
+    runs = _sweep(what, [("hybrid",), ("partitioned",)], args.engine_repeat,
+                  lambda s: _partitioned_run(s, keys, threads, cost, True, what, args, batch_size=batch,
+                                             max_queue_size=LATENCY_QUEUE_BATCHES * batch),
+                  lambda rs: sorted(rs, key=lambda r: r["latency"]["mean_ms"])[len(rs) // 2])
+    h, p = runs[0]["latency"], runs[1]["latency"]
+    return {"batch_size": batch, "cost_us": cost, "tuples": n, "hybrid": runs[0], "partitioned": runs[1],
+            "hybrid_vs_partitioned_latency": h["mean_ms"] / p["mean_ms"],
+            "hybrid_vs_partitioned_p99_latency": h["p99_ms"] / p["p99_ms"]}
 
 
 # --- Fig. 8: scheduling heuristics on a pipeline --------------------------------------------------

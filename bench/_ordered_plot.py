@@ -46,9 +46,14 @@ def _skew(ax: Any, section: dict[str, Any]) -> None:
 
 
 def _latency(ax: Any, section: dict[str, Any]) -> None:
+    """Mean latency vs cost, one line per scheme (and batch size, where there are several)."""
     rows = section["results"]
-    for scheme in ("hybrid", "partitioned"):
-        ax.plot([r["cost_us"] for r in rows], [_latency_of(r[scheme]) for r in rows], marker="o", label=scheme)
+    batches = list(dict.fromkeys(r.get("batch_size") for r in rows))
+    for batch in batches:
+        mine = [r for r in rows if r.get("batch_size") == batch]
+        for scheme in ("hybrid", "partitioned"):
+            label = scheme if len(batches) == 1 else f"{scheme}, batch {batch}"
+            ax.plot([r["cost_us"] for r in mine], [_latency_of(r[scheme]) for r in mine], marker="o", label=label)
     ax.set(xlabel="per-tuple cost (µs)", ylabel="mean latency (ms)", xscale="log", yscale="log")
 
 

@@ -69,7 +69,8 @@ FULL: dict[str, Any] = {
     "pipeline_inputs": 300, "skew_sigmas": [0.01, 0.05, 0.1, 0.25, 0.5, 1.0], "skew_tuples": 6000,
     "latency_costs": [10.0, 100.0, 1000.0], "latency_seconds": 0.5, "latency_max_tuples": 20_000,
     "engine_threads": [1, 2, 3, 4], "engine_repeat": 2, "engine_light_tuples": 30_000,
-    "engine_light_batch_sizes": [1, 64],
+    "engine_light_batch_sizes": [1, 64], "engine_pipeline_batch_size": 64,
+    "engine_latency_batch_sizes": [32, 256],
     "engine_pipeline_inputs": 400, "engine_skew_tuples": 6000, "heuristics_threads": [1, 2, 4],
     "heuristics_inputs": 6000, "run_timeout": 120.0,
 }
@@ -77,7 +78,7 @@ QUICK: dict[str, Any] = {
     "workers": [1, 2], "repeat": 1, "light_tuples": 2000, "emit_cost_us": [0.0], "pipeline_inputs": 40,
     "skew_sigmas": [0.05, 1.0], "skew_tuples": 600, "latency_costs": [100.0], "latency_seconds": 0.05,
     "latency_max_tuples": 1000, "engine_threads": [1, 2], "engine_repeat": 1, "engine_light_tuples": 2000,
-    "engine_light_batch_sizes": [8],
+    "engine_light_batch_sizes": [8], "engine_pipeline_batch_size": 8, "engine_latency_batch_sizes": [32],
     "engine_pipeline_inputs": 40, "engine_skew_tuples": 600, "heuristics_threads": [1, 2],
     "heuristics_inputs": 600, "run_timeout": 60.0,
 }
@@ -123,9 +124,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _sized(parser, "--engine-light-batch-sizes", int, "engine-light: Runner batch sizes (one serial per batch; the "
            "first gives the headline ratio)", many=True)
     _sized(parser, "--engine-pipeline-inputs", int, "engine-pipeline: inputs")
+    _sized(parser, "--engine-pipeline-batch-size", int, "engine-pipeline: Runner batch size")
+    _sized(parser, "--engine-latency-batch-sizes", int, "engine-latency: Runner batch sizes, port queues of 4 "
+           "batches (the first gives the headline ratio)", many=True)
     _sized(parser, "--engine-skew-tuples", int, "engine-skew: tuples")
-    parser.add_argument("--engine-batch-size", type=int, default=256, help="Runner(batch_size=) of engine runs")
-    parser.add_argument("--engine-queue-size", type=int, default=1024, help="Runner(max_queue_size=) of engine runs")
+    parser.add_argument("--engine-batch-size", type=int, default=256,
+                        help="Runner(batch_size=) of engine-skew and heuristics runs")
+    parser.add_argument("--engine-queue-size", type=int, default=1024,
+                        help="Runner(max_queue_size=) of engine runs (engine-latency: 4 batches)")
     parser.add_argument("--policies", nargs="+", default=list(HEURISTIC_POLICIES), help="heuristics: policies")
     _sized(parser, "--heuristics-threads", int, "heuristics: thread counts", many=True)
     _sized(parser, "--heuristics-inputs", int, "heuristics: source tuples")
@@ -563,14 +569,15 @@ def _engine_scheme_table(title: str, rows: list[dict[str, Any]], field: str) -> 
 
 def _engine_partition_table(title: str, rows: list[dict[str, Any]], x: str, ratio: str, latency: bool) -> Table:
     table = Table(title=title)
-    cols = [x, "hybrid tuples/s", "partitioned tuples/s"]
+    cols = ["batch", x, "hybrid tuples/s", "partitioned tuples/s"]
     cols += ["hybrid mean ms", "partitioned mean ms", "hybrid p99 ms", "partitioned p99 ms"] if latency else \
         ["hybrid avg cost µs", "partitioned avg cost µs"]
     for col in (*cols, ratio.replace("_", " "), "baseline top share", "order"):
         table.add_column(col, justify="right")
     for r in rows:
         h, p = r["hybrid"], r["partitioned"]
-        cells = [f"{r[x]:g}", fmt(h["throughput_tuples_per_s"], 0), fmt(p["throughput_tuples_per_s"], 0)]
+        cells = [str(h["batch_size"]), f"{r[x]:g}", fmt(h["throughput_tuples_per_s"], 0),
+                 fmt(p["throughput_tuples_per_s"], 0)]
         if latency:
             hl, pl = h["latency"] or {}, p["latency"] or {}
             cells += [fmt(hl.get("mean_ms"), 3), fmt(pl.get("mean_ms"), 3), fmt(hl.get("p99_ms"), 3),
@@ -654,7 +661,8 @@ def print_engine(result: dict[str, Any], console: Console) -> None:
     if "engine-latency" in result:
         lat = result["engine-latency"]
         console.print(_engine_partition_table(
-            f"engine Fig. 10 latency (start of processing → sink): {lat['threads']} threads, uniform keys",
+            f"engine Fig. 10 latency (start of processing → sink): {lat['threads']} threads, uniform keys, port "
+            f"queues of {lat['queue_batches']} batches, median of the repetitions",
             lat["results"], "cost_us", "hybrid_vs_partitioned_latency", latency=True))
     if "heuristics" in result:
         console.print(_heuristics_table(result["heuristics"]))

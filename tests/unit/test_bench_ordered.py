@@ -61,6 +61,7 @@ def test_engine_pipeline_rows_count_outputs_and_inputs():
     assert [(r["scheme"], r["threads"]) for r in section["results"]] == [(s, w) for s in SCHEMES for w in (1, 2)]
     for r in section["results"]:
         assert_verified(r)
+        assert r["batch_size"] == section["batch_size"] == 8
         assert r["tuples_out"] == section["inputs"] * section["selectivity"]
         assert r["throughput_inputs_per_s"] == pytest.approx(r["throughput_tuples_per_s"] / section["selectivity"])
     assert result["engine_pipeline_nonblocking_vs_lock_speedup_2_threads"] > 0
@@ -83,7 +84,8 @@ def test_engine_skew_compares_fine_hybrid_partitions_with_one_per_thread():
 def test_engine_latency_reports_processing_latency_and_the_100us_ratio():
     result = quick("engine-latency")
     (row,) = result["engine-latency"]["results"]
-    assert row["cost_us"] == 100.0
+    assert row["cost_us"] == 100.0 and row["batch_size"] == 32
+    assert row["hybrid"]["batch_size"] == row["partitioned"]["batch_size"] == 32
     for scheme in ("hybrid", "partitioned"):
         assert_verified(row[scheme])
         lat = row[scheme]["latency"]
@@ -91,6 +93,8 @@ def test_engine_latency_reports_processing_latency_and_the_100us_ratio():
     assert result["engine_hybrid_vs_partitioned_latency_ratio_100us"] == row["hybrid_vs_partitioned_latency"]
     assert row["hybrid_vs_partitioned_latency"] == pytest.approx(
         row["hybrid"]["latency"]["mean_ms"] / row["partitioned"]["latency"]["mean_ms"])
+    assert row["hybrid_vs_partitioned_p99_latency"] == pytest.approx(
+        row["hybrid"]["latency"]["p99_ms"] / row["partitioned"]["latency"]["p99_ms"])
 
 
 def test_heuristics_rows_per_policy_and_thread_count_with_latency():

@@ -5,8 +5,9 @@ sequential one-tuple-at-a-time execution.
 Generated: 1-5 stages of every kind (map, filter, flat_map; key_by().process() and
 key_by().reduce(); process(kind="stateful")) with selectivity 0, 1/2, 1, 2 or value-dependent
 0..2; a policy among ``es.policies.available()``; 1-8 worker threads; 1 or 2 processes. With 2
-processes each operator goes to a random process and stateless / partitioned stages are
-replicated at random (C-Stream §4.2: ordered split, replicas on both processes, ordered merge).
+processes each operator goes to a random process, and in both cases stateless / partitioned stages
+are replicated at random (C-Stream §4.2: ordered split, replicas, ordered merge; in one process
+the replicas share it, with two they are spread over both).
 The reference is a plain-Python loop over the same stage specs, not the engine.
 """
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 import elastream as es
 from flow_deadline import run_with_deadline
-from elastream.processes.replicate import replica_name
+from elastream.processes.replicate import replica_name, replicate_flow
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -128,18 +129,33 @@ def build(spec: tuple[Stage, ...], data: list[tuple[int, int]]) -> es.Flow:
     return flow
 
 
-def check(spec, data, policy, threads, seed, queue, batch, **runner_kw) -> None:
-    result = run_with_deadline(build(spec, data), timeout=60, policy=policy, threads=threads, seed=seed,
+def check(spec, data, policy, threads, seed, queue, batch, replicas=None, chunk=256, **runner_kw) -> None:
+    flow = build(spec, data)
+    if replicas:
+        flow = replicate_flow(flow, replicas, chunk=chunk)
+    result = run_with_deadline(flow, timeout=60, policy=policy, threads=threads, seed=seed,
                                max_queue_size=queue, batch_size=batch, **runner_kw)
     assert result.outputs["out"] == reference(spec, data)
 
 
+@st.composite
+def replica_counts(draw, spec: tuple[Stage, ...]) -> dict[str, int]:
+    """1-3 replicas for some replicable stages (in one process: split, replicas and merge share it)."""
+    counts = {}
+    for i, stage in enumerate(spec):
+        if stage.kind in REPLICABLE and draw(st.booleans()):
+            bound = 3 if stage.kind in ("map", "filter", "flat_map") else min(3, stage.partitions)
+            counts[f"s{i}"] = draw(st.integers(1, bound))
+    return counts
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(spec=stages(), data=inputs(), policy=st.sampled_from(es.policies.available()),
+@given(data=st.data(), spec=stages(), rows=inputs(), policy=st.sampled_from(es.policies.available()),
        threads=st.integers(1, 8), seed=st.integers(0, 2**16), queue=st.integers(1, 64),
-       batch=st.integers(1, 64))
-def test_one_process_equals_sequential_execution(spec, data, policy, threads, seed, queue, batch):
-    check(spec, data, policy, threads, seed, queue, batch)
+       batch=st.integers(1, 64), chunk=st.integers(1, 64))
+def test_one_process_equals_sequential_execution(data, spec, rows, policy, threads, seed, queue, batch, chunk):
+    replicas = data.draw(replica_counts(spec), label="replicas")
+    check(spec, rows, policy, threads, seed, queue, batch, replicas=replicas, chunk=chunk)
 
 
 @st.composite

@@ -50,7 +50,7 @@ def test_merge_restores_sequential_order_for_any_arrival_order(op, n, keys, repl
     i, seq = 0, 0
     while i < n:
         size = cuts[seq % len(cuts)]
-        route = split._route_by_key if keyed else split._route_round_robin
+        route = split._route_by_key if keyed else split._route_stateless
         for r, piece in route(seq, data[i:i + size]):
             per_replica[r].append(copies[r].run_piece(piece))
         i, seq = i + size, seq + 1

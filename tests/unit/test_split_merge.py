@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import elastream as es
@@ -100,8 +102,9 @@ def test_replicas_join_and_leave_while_running_keep_order():
     assert split.active == [1, 2]
 
 
-def piece(seq, parts, offsets, outputs, nested=False):
-    return (seq, parts, offsets, outputs, nested)
+def piece(seq, parts, offsets, outputs, nested=False, replica=0):
+    """A replica's answer as the merge receives it (inputs counted as the offsets, or 1)."""
+    return (seq, parts, offsets, outputs, nested, replica, len(offsets) if offsets else 1, 0.0)
 
 
 def open_merge(capacity: int = 4) -> OrderedMerge:
@@ -154,8 +157,8 @@ def test_replica_per_input_outputs_for_keyed_pieces():
     op = es.ops.FlatMap(lambda x: [x] * x)
     replica = OrderedReplica(op, 0)
     assert not replica.one_to_one
-    assert replica.run_piece((3, 2, [0, 2], [2, 0])) == (3, 2, [0, 2], [[2, 2], []], True)
-    assert replica.run_piece((4, 1, None, [1, 2])) == (4, 1, None, [1, 2, 2], False)
+    assert replica.run_piece((3, 2, [0, 2], [2, 0]))[:7] == (3, 2, [0, 2], [[2, 2], []], True, 0, 2)
+    assert replica.run_piece((4, 1, None, [1, 2]))[:7] == (4, 1, None, [1, 2, 2], False, 0, 2)
     assert is_one_to_one(es.ops.Map(abs)) and not is_one_to_one(es.ops.Filter(bool))
 
 
@@ -166,7 +169,7 @@ def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
     for r, (_, parts, offsets, items) in routed:
         assert parts == 2 and all(split.table[k % 4] == r for k in items) and offsets == items
     rr = OrderedSplit(3)
-    assert [rr._route_round_robin(s, ["t"])[0][0] for s in range(4)] == [0, 1, 2, 0]
+    assert [rr._route_stateless(s, ["t"])[0][0] for s in range(4)] == [0, 1, 2, 0]
     with pytest.raises(NotImplementedError):
         split.set_active([0])
     with pytest.raises(ValueError):
@@ -221,3 +224,37 @@ def test_expansion_takes_counts_or_the_automatic_rule_outside_the_placement():
     assert (full["heavy#0"], full["heavy#1"]) == (1, 0)
     _, full = expand_assignment(flow, base, 2, {"heavy": 3})
     assert [full[f"heavy#{r}"] for r in range(3)] == [1, 0, 1]
+
+
+def _sleepy_count(delay: float):
+    def step(n, e):
+        time.sleep(delay)  # releases the GIL, so two worker threads run both replicas at once
+        return n + 1, [(e[0], n + 1)]
+    return step
+
+
+def test_partitions_move_with_their_state_away_from_a_slow_replica():
+    build = lambda s: s.key_by(lambda e: e[0], partitions=16).process(_sleepy_count(0.0), state=int, name="x")
+    expected = sequential(build, 3_000)
+    flow = replicate_flow(pipeline(build, 3_000), {"x": 2}, chunk=32)
+    flow[replica_name("x", 0)].operator.inner.step = _sleepy_count(0.002)   # replica 0 is 10x slower
+    flow[replica_name("x", 1)].operator.inner.step = _sleepy_count(0.0002)
+    split = flow[split_name("x")].operator
+    result = run_with_deadline(flow, threads=3)
+    assert result.outputs["out"] == expected          # running counts per key intact: the state moved along
+    assert split.moves_done >= 2
+    assert sum(1 for r in split.table if r == 1) > 8  # most partitions now live on the fast replica
+    done = result.stats.operators
+    assert done[replica_name("x", 1)].tuples_in > done[replica_name("x", 0)].tuples_in
+
+
+def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():
+    slow = lambda e: (time.sleep(0.002), e)[1]
+    build = lambda s: s.map(lambda e: e, name="x")
+    expected = sequential(build, 3_000)
+    flow = replicate_flow(pipeline(build, 3_000), {"x": 2}, chunk=16)
+    flow[replica_name("x", 0)].operator.inner.fn = slow
+    result = run_with_deadline(flow, threads=3)
+    assert result.outputs["out"] == expected
+    pieces = {r: result.stats.operators[replica_name("x", r)].tuples_in for r in (0, 1)}
+    assert pieces[1] > 3 * pieces[0], pieces

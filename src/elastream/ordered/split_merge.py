@@ -10,9 +10,9 @@ rewritten as::
 
 * :class:`OrderedSplit` cuts its input into *batches* and gives each batch one
   serial number (``seq``, consecutive from 0). A stateless operator's batches
-  go round-robin to the active replicas whole; a partitioned one's tuples go
-  by key (``hash(key) % partitions`` → a partition → the replica that owns it),
-  so one key always meets the same replica and its state stays whole. A batch
+  go whole to one replica each; a partitioned one's tuples go by key
+  (``hash(key) % partitions`` → a partition → the replica that owns it), so
+  one key always meets the same replica and its state stays whole. A batch
   cut into ``parts`` pieces carries, per piece, the tuples' offsets in the batch.
 * :class:`OrderedReplica` wraps one copy of ``X`` and returns, per piece, the
   outputs of every input — one input that produces several outputs, or none,
@@ -32,17 +32,25 @@ per-tuple work at all), a partitioned one costs one offset per tuple. Tuple
 order is exactly the sequential order because a tuple's position is
 ``(seq, offset)``.
 
+When the split and the merge share a process they also share a
+:class:`~elastream.ordered.rebalance.SplitMergeLink`: the split then bounds
+each replica's backlog, sends stateless batches to the least loaded replica
+and moves partitions (with their state) away from a replica that lags
+(:mod:`elastream.ordered.rebalance`).
+
 Wire format (plain tuples: they cross shared-memory rings, pickled in batches)
 ------------------------------------------------------------------------------
 * split → replica: ``(seq, parts, offsets, items)`` — ``offsets`` is None when
-  ``items`` is the whole batch in order (then ``parts == 1``).
-* replica → merge: ``(seq, parts, offsets, outputs, nested)`` — ``outputs`` is
-  flat (the batch's outputs in order, or one output per offset when the
-  operator is one-to-one) unless ``nested``, when ``outputs[i]`` is the list of
-  outputs of the input at ``offsets[i]``.
-* replica → merge at end of input: ``(END_SEQ, replica_index, outputs)`` — what
-  the replica's ``on_inputs_closed`` returned; the merge emits these after
-  every ordered output, replica by replica.
+  ``items`` is the whole batch in order (then ``parts == 1``); and the
+  controls ``(EXPORT_SEQ, partition, keys)`` / ``(IMPORT_SEQ, partition, state)``.
+* replica → merge: ``(seq, parts, offsets, outputs, nested, replica, inputs,
+  busy_s)`` — ``outputs`` is flat (the batch's outputs in order, or one output
+  per offset when the operator is one-to-one) unless ``nested``, when
+  ``outputs[i]`` is the list of outputs of the input at ``offsets[i]``;
+  ``inputs`` and ``busy_s`` feed the link. Also ``(STATE_SEQ, replica,
+  partition, state)`` answering an export, and at end of input
+  ``(END_SEQ, replica, outputs)`` — what the replica's ``on_inputs_closed``
+  returned; the merge emits these after every ordered output, replica by replica.
 
 Threading model
 ---------------
@@ -58,17 +66,21 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
+from elastream.ordered.rebalance import THROTTLE_S, Move, SplitMergeLink, choose_move, keyed_state
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
-#: ``seq`` of the end-of-input message a replica sends the merge.
-END_SEQ = -1
+#: ``seq`` codes of control messages (data pieces have ``seq >= 0``).
+END_SEQ, STATE_SEQ, EXPORT_SEQ, IMPORT_SEQ = -1, -2, -3, -4
 #: Most tuples the split puts in one batch (one serial number).
 DEFAULT_CHUNK = 256
 #: Batches the merge's reorder buffer holds before it parks later ones aside.
 DEFAULT_REORDER_CAPACITY = 4096
+#: How often (seconds) a split with a link reconsiders moving a partition.
+CHECK_S = 0.02
 
 
 def is_one_to_one(op: Operator) -> bool:
@@ -89,10 +101,12 @@ def is_one_to_one(op: Operator) -> bool:
 class OrderedSplit(Operator):
     """Assign batch serial numbers and route batches (or keyed pieces) to replicas.
 
-    ``key`` None: round-robin of whole batches over the active replicas
-    (stateless operators). With ``key``: tuple ``x`` goes to replica
+    ``key`` None: whole batches to the active replicas — round-robin, or the
+    least loaded one when a ``link`` to the merge is given (stateless
+    operators). With ``key``: tuple ``x`` goes to replica
     ``table[hash(key(x)) % partitions]`` (partitioned operators); ``table``
-    defaults to partition ``p`` → replica ``p % replicas``.
+    defaults to partition ``p`` → replica ``p % replicas``, and with a
+    ``link`` (and ``moves=True``) partitions move towards replicas that run dry.
 
     Example::
 
@@ -102,7 +116,8 @@ class OrderedSplit(Operator):
     kind = "split"
 
     def __init__(self, replicas: int, *, key: Callable[[Any], Any] | None = None, partitions: int = 1,
-                 table: Sequence[int] | None = None, chunk: int = DEFAULT_CHUNK):
+                 table: Sequence[int] | None = None, chunk: int = DEFAULT_CHUNK,
+                 link: SplitMergeLink | None = None, moves: bool = True):
         if replicas < 1:
             raise ValueError(f"an ordered split needs at least one replica, got {replicas}")
         if chunk < 1:
@@ -114,26 +129,34 @@ class OrderedSplit(Operator):
         self.table = list(table) if table is not None else [p % replicas for p in range(self.partitions)]
         if len(self.table) != self.partitions or not all(0 <= r < replicas for r in self.table):
             raise ValueError(f"table must map each of {self.partitions} partitions to a replica in 0..{replicas - 1}")
+        self.link = link
+        self.moves_enabled = bool(moves and link is not None and key is not None)
         self._active = list(range(replicas))
         self._requested: list[int] | None = None
         self._rr = 0
         self.batches = 0
+        self.moves_done = 0
+        self._moves: dict[int, Move] = {}
+        self._load = [0] * self.partitions
+        self._keys: list[list] = [[] for _ in range(self.partitions)]
+        self._seen: set = set()
+        self._next_check = 0.0
 
     @property
     def active(self) -> list[int]:
-        """Replicas that receive new batches (round-robin mode)."""
+        """Replicas that receive new batches (stateless mode)."""
         return list(self._active)
 
     def set_active(self, replicas: Sequence[int]) -> None:
         """Route new batches only to ``replicas`` (output indexes), from the next batch on.
 
-        Round-robin mode only: a replica that leaves finishes what it holds and
+        Stateless mode only: a replica that leaves finishes what it holds and
         the merge never waits for it; one that joins gets the next batches.
-        Moving a partitioned operator's keys would need its state moved too,
-        so keyed mode refuses.
+        Moving a partitioned operator's keys needs their state moved too,
+        which the split does on its own when it has a link; keyed mode refuses.
         """
         if self.key is not None:
-            raise NotImplementedError("moving partitions between replicas needs state migration (not built)")
+            raise NotImplementedError("a keyed split places partitions itself (moves carry their state)")
         chosen = sorted(set(int(r) for r in replicas))
         if not chosen or not all(0 <= r < self.n_outputs for r in chosen):
             raise ValueError(f"active replicas must be a non-empty subset of 0..{self.n_outputs - 1}, got {replicas}")
@@ -146,28 +169,88 @@ class OrderedSplit(Operator):
         port = ctx.inputs[0]
         outs = ctx.outputs
         spec = {port: 1}
-        route = self._route_round_robin if self.key is None else self._route_by_key
+        route = self._route_stateless if self.key is None else self._route_by_key
         seq = 0
         while await ctx.wait_for_any(spec) is Status.DONE:
+            if self.link is not None:
+                await self._settle(ctx)
             items = port.pop_many(self.chunk)
             for r, piece in route(seq, items):
-                await outs[r].push(piece)
+                await self._send(outs, r, piece)
             seq += 1
             self.batches = seq
+        while self._moves and not ctx.shutdown_requested:  # deliver the partitions still on their way
+            await self._deliver_states(outs)
+            if self._moves:
+                await ctx.sleep(THROTTLE_S)
 
-    def _route_round_robin(self, seq: int, items: list) -> list[tuple[int, tuple]]:
+    async def _send(self, outs: list, r: int, piece: tuple) -> None:
+        if self.link is not None:
+            self.link.sent[r] += len(piece[3])
+        await outs[r].push(piece)
+
+    async def _settle(self, ctx) -> None:
+        """With a link: deliver returned states, consider a move, and wait while a replica has a full backlog."""
+        link = self.link
+        outs = ctx.outputs
+        while not ctx.shutdown_requested:
+            await self._deliver_states(outs)
+            fill = link.fill()
+            if self.moves_enabled and perf_counter() >= self._next_check:
+                self._next_check = perf_counter() + CHECK_S
+                await self._consider_move(outs, fill)
+            if not self._must_wait(fill):
+                return
+            await ctx.sleep(THROTTLE_S)  # a timer, not a poll: the worker runs other operators meanwhile
+
+    def _must_wait(self, fill: list[float]) -> bool:
+        """A keyed split waits while any replica's backlog is full; a stateless one only while every
+        active replica's is (it can send the batch to any of them)."""
+        if self.key is None:
+            return min(fill[r] for r in self._active) >= 1.0
+        return max(fill) >= 1.0
+
+    async def _consider_move(self, outs: list, fill: list[float]) -> None:
+        moving_from = {m.source for m in self._moves.values()}
+        choice = choose_move(fill, self.table, self._load, moving_from,
+                             [d > 0 for d in self.link.done])  # type: ignore[union-attr]
+        self._load = [n // 2 for n in self._load]  # recent load: halve at every look
+        if choice is None:
+            return
+        p, source, target = choice
+        self._moves[p] = Move(p, source, target)
+        self.table[p] = -1  # held: this partition's new tuples wait for the state to arrive at the target
+        await outs[source].push((EXPORT_SEQ, p, list(self._keys[p])))
+
+    async def _deliver_states(self, outs: list) -> None:
+        states = self.link.states  # type: ignore[union-attr]
+        for p in [p for p in self._moves if p in states]:
+            move = self._moves.pop(p)
+            await outs[move.target].push((IMPORT_SEQ, p, states.pop(p)))
+            for piece in move.held:
+                await self._send(outs, move.target, piece)
+            self.table[p] = move.target
+            self.moves_done += 1
+
+    def _route_stateless(self, seq: int, items: list) -> list[tuple[int, tuple]]:
         if self._requested is not None:
             self._active, self._requested = self._requested, None
         active = self._active
-        r = active[self._rr % len(active)]
-        self._rr += 1
+        if self.link is not None:  # join the shortest queue, measured in each replica's own time
+            fill = self.link.fill()
+            r = min(active, key=fill.__getitem__)
+        else:
+            r = active[self._rr % len(active)]
+            self._rr += 1
         return [(r, (seq, 1, None, items))]
 
     def _route_by_key(self, seq: int, items: list) -> list[tuple[int, tuple]]:
         key, table, parts = self.key, self.table, self.partitions
         n = self.n_outputs
-        if n == 1:
+        if n == 1 and not self.moves_enabled:
             return [(0, (seq, 1, None, items))]
+        if self.moves_enabled:
+            return self._route_tracked(seq, items)
         pieces: list[list] = [[] for _ in range(n)]
         offsets: list[list[int]] = [[] for _ in range(n)]
         for j, x in enumerate(items):
@@ -179,8 +262,40 @@ class OrderedSplit(Operator):
             return [(used[0], (seq, 1, None, items))]
         return [(r, (seq, len(used), offsets[r], pieces[r])) for r in used]
 
+    def _route_tracked(self, seq: int, items: list) -> list[tuple[int, tuple]]:
+        """Keyed routing that also records each partition's keys and load, and holds moving partitions."""
+        key, table, parts, load, seen, keys = self.key, self.table, self.partitions, self._load, self._seen, self._keys
+        n = self.n_outputs
+        pieces: list[list] = [[] for _ in range(n)]
+        offsets: list[list[int]] = [[] for _ in range(n)]
+        held: dict[int, tuple[list[int], list]] = {}
+        for j, x in enumerate(items):
+            k = key(x)  # type: ignore[misc]
+            p = hash(k) % parts
+            if k not in seen:
+                seen.add(k)
+                keys[p].append(k)
+            load[p] += 1
+            r = table[p]
+            if r >= 0:
+                pieces[r].append(x)
+                offsets[r].append(j)
+            else:
+                group = held.get(p)
+                if group is None:
+                    group = held[p] = ([], [])
+                group[0].append(j)
+                group[1].append(x)
+        used = [r for r in range(n) if pieces[r]]
+        total = len(used) + len(held)
+        for p, (offs, xs) in held.items():
+            self._moves[p].held.append((seq, total, offs, xs))
+        if total == 1 and used:
+            return [(used[0], (seq, 1, None, items))]
+        return [(r, (seq, total, offsets[r], pieces[r])) for r in used]
+
     def describe(self) -> str:
-        mode = "round-robin" if self.key is None else f"key, {self.partitions} partitions"
+        mode = "stateless" if self.key is None else f"key, {self.partitions} partitions"
         return f"OrderedSplit({self.n_outputs} replicas, {mode})"
 
 
@@ -189,7 +304,8 @@ class OrderedReplica(Operator):
 
     Takes one piece at a time (so its quantum is respected even when the
     operator is slow) and returns the outputs tagged with the piece's serial
-    number and offsets. Each replica owns its own copy of the operator.
+    number and offsets. Each replica owns its own copy of the operator; it
+    hands over or takes in a partition's per-key state when the split asks.
     """
 
     def __init__(self, inner: FunctionOperator, index: int):
@@ -215,7 +331,13 @@ class OrderedReplica(Operator):
         port, out = ctx.inputs[0], ctx.outputs[0]
         spec = {port: 1}
         while await ctx.wait_for_any(spec) is Status.DONE:
-            await out.push(self.run_piece(port.pop()))
+            msg = port.pop()
+            if msg[0] >= 0:
+                await out.push(self.run_piece(msg))
+            elif msg[0] == EXPORT_SEQ:
+                await out.push(self.export_partition(msg[1], msg[2]))
+            else:
+                self.import_partition(msg[2])
         if ctx.shutdown_requested:
             return
         final = self.inner.on_inputs_closed()
@@ -225,20 +347,38 @@ class OrderedReplica(Operator):
     def run_piece(self, piece: tuple) -> tuple:
         """Process one piece from the split; return what the merge expects."""
         seq, parts, offsets, items = piece
+        t0 = perf_counter()
+        outputs, nested = self._outputs(offsets, items)
+        return seq, parts, offsets, outputs, nested, self.index, len(items), perf_counter() - t0
+
+    def _outputs(self, offsets: list[int] | None, items: list) -> tuple[list, bool]:
         on_batch = self.inner.on_batch
         if offsets is None:
-            return seq, parts, None, on_batch(items, 0) or [], False
+            return on_batch(items, 0) or [], False
         if self.one_to_one:
             outputs = on_batch(items, 0)
             if outputs is None or len(outputs) != len(items):
                 raise ValueError(f"{type(self.inner).__name__} declares one_to_one but returned "
                                  f"{0 if outputs is None else len(outputs)} outputs for {len(items)} inputs")
-            return seq, parts, offsets, outputs, False
+            return outputs, False
         # Per input, so each keeps its own output list (ordered-multicore §3: one serial, many outputs).
         # Operators may offer on_items (one loop for the whole piece); else on_batch per input.
         on_items = getattr(self.inner, "on_items", None)
         per_input = on_items(items, 0) if on_items is not None else [on_batch([x], 0) for x in items]
-        return seq, parts, offsets, [out or [] for out in per_input], True
+        return [out or [] for out in per_input], True
+
+    def export_partition(self, partition: int, keys: list) -> tuple:
+        """Remove ``keys``' state from this replica's operator; the message carrying it to the merge."""
+        state = keyed_state(self.inner)
+        moved = {k: state.pop(k) for k in keys if k in state} if state is not None else {}
+        return STATE_SEQ, self.index, partition, moved
+
+    def import_partition(self, moved: dict) -> None:
+        """Take over the per-key state of a partition moved here."""
+        state = keyed_state(self.inner)
+        if state is None:
+            raise RuntimeError(f"{type(self.inner).__name__} keeps no per-key state a partition could move into")
+        state.update(moved)
 
     def describe(self) -> str:
         return f"Replica {self.index} of {self.inner.describe()}"
@@ -262,7 +402,8 @@ class OrderedMerge(FunctionOperator):
     Every replica publishes to input port 0. A batch whose serial lies beyond
     the reorder window is parked (the paper's "keep it and retry later") and
     re-offered as the window moves; in-flight batches are bounded by the port
-    and ring capacities upstream, so parking is bounded too.
+    and ring capacities upstream (and by the split's backlog bound when a
+    ``link`` is shared), so parking is bounded too.
 
     Example::
 
@@ -271,12 +412,14 @@ class OrderedMerge(FunctionOperator):
 
     kind = "merge"
 
-    def __init__(self, reorder: str = "nonblocking", capacity: int = DEFAULT_REORDER_CAPACITY):
+    def __init__(self, reorder: str = "nonblocking", capacity: int = DEFAULT_REORDER_CAPACITY,
+                 link: SplitMergeLink | None = None):
         if reorder not in REORDER_SCHEMES:
             raise ValueError(f"unknown reorder scheme {reorder!r}; choose one of {', '.join(REORDER_SCHEMES)}")
         super().__init__(inputs=1, outputs=1)
         self.reorder = reorder
         self.capacity = int(capacity)
+        self.link = link
         self._rb: Any = None
         self._out: list = []
         self._partial: dict[int, list[tuple]] = {}
@@ -294,12 +437,16 @@ class OrderedMerge(FunctionOperator):
 
     def on_batch(self, items: list, port: int) -> list:
         self._out = out = []
-        partial = self._partial
+        partial, link = self._partial, self.link
         for msg in items:
             seq = msg[0]
-            if seq == END_SEQ:
-                self._ends[msg[1]] = msg[2]
+            if seq < 0:
+                self._control(msg)
                 continue
+            if link is not None:
+                r = msg[5]
+                link.done[r] += msg[6]
+                link.busy_s[r] += msg[7]
             parts = msg[1]
             if parts == 1:
                 self._offer(seq, _flat(msg[3], msg[4]))
@@ -316,6 +463,14 @@ class OrderedMerge(FunctionOperator):
         if self._parked:
             self._unpark()
         return out
+
+    def _control(self, msg: tuple) -> None:
+        if msg[0] == END_SEQ:
+            self._ends[msg[1]] = msg[2]
+        elif msg[0] == STATE_SEQ:
+            if self.link is None:
+                raise RuntimeError("ordered merge: a replica returned a partition's state but no split waits for it")
+            self.link.states[msg[2]] = msg[3]
 
     def _offer(self, seq: int, outputs: list) -> None:
         if not self._rb.try_add(seq, outputs):
@@ -361,8 +516,9 @@ def _assemble(pieces: list[tuple]) -> list:
     size = sum(len(p[2]) for p in pieces)
     slots: list = [None] * size
     nested = False
-    for _, _, offsets, outputs, is_nested in pieces:
-        nested = nested or is_nested
+    for piece in pieces:
+        offsets, outputs = piece[2], piece[3]
+        nested = nested or piece[4]
         for off, o in zip(offsets, outputs):
             slots[off] = o
     if not nested:

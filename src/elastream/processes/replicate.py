@@ -38,12 +38,13 @@ from __future__ import annotations
 import copy
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from elastream.errors import FlowValidationError
 from elastream.graph.flow import Flow
 from elastream.operators.base import PARTITIONED, max_parallelism
+from elastream.ordered.rebalance import SplitMergeLink, supports_moves
 from elastream.ordered.split_merge import (DEFAULT_CHUNK, DEFAULT_REORDER_CAPACITY, OrderedMerge, OrderedReplica,
                                            OrderedSplit, replicable_kind)
 
@@ -104,12 +105,16 @@ def check_replicable(flow: Flow, name: str, count: int) -> None:
 
 
 def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int = DEFAULT_CHUNK,
-                   reorder: str = "nonblocking", reorder_capacity: int = DEFAULT_REORDER_CAPACITY) -> Flow:
+                   reorder: str = "nonblocking", reorder_capacity: int = DEFAULT_REORDER_CAPACITY,
+                   linked: Collection[str] | None = None) -> Flow:
     """A new flow where each operator named in ``replicas`` runs as split → replicas → ordered merge.
 
     The original flow is left untouched; every replica gets its own deep copy
     of the operator. Connections into ``X`` enter ``X#split``, connections out
-    of ``X`` leave ``X#merge``.
+    of ``X`` leave ``X#merge``. The split and merge of the operators in
+    ``linked`` (default: all) share a :class:`~elastream.ordered.rebalance.SplitMergeLink`
+    — only valid when they will run in the same process — which bounds
+    backlogs and balances the replicas (moving partitions with their state).
 
     Example::
 
@@ -125,10 +130,12 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int = DEFA
             continue
         op, count = handle.operator, replicas[name]
         keyed = replicable_kind(op) == PARTITIONED
+        link = SplitMergeLink(count) if linked is None or name in linked else None
         split = out.add(OrderedSplit(count, key=op.key if keyed else None,  # type: ignore[attr-defined]
-                                     partitions=getattr(op, "partitions", 1) if keyed else 1, chunk=chunk),
+                                     partitions=getattr(op, "partitions", 1) if keyed else 1, chunk=chunk,
+                                     link=link, moves=supports_moves(op)),
                         name=split_name(name))
-        merge = out.add(OrderedMerge(reorder, reorder_capacity), name=merge_name(name))
+        merge = out.add(OrderedMerge(reorder, reorder_capacity, link=link), name=merge_name(name))
         for r in range(count):
             replica = out.add(OrderedReplica(_copy(name, op), r), name=replica_name(name, r))
             out.connect(split.out(r), replica.in_(0))
@@ -181,17 +188,16 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
         counts.setdefault(name, count)
     if not counts:
         return flow, dict(assignment)
-    rewritten = replicate_flow(flow, counts)
-    full: dict[str, int] = {}
-    for name in rewritten.operators:
-        if name in assignment:
-            full[name] = assignment[name]
+    full = {name: p for name, p in assignment.items() if name not in counts}
     for name, count in counts.items():
         home = _home(flow, assignment, name)
         for r in range(count):
             full.setdefault(replica_name(name, r), (home + r) % processes)
         full.setdefault(split_name(name), _neighbour(flow, assignment, name, upstream=True, default=home))
         full.setdefault(merge_name(name), _neighbour(flow, assignment, name, upstream=False, default=home))
+    # A split and its merge balance the replicas only when they share a process (they share a link object).
+    linked = [name for name in counts if full[split_name(name)] == full[merge_name(name)]]
+    rewritten = replicate_flow(flow, counts, linked=linked)
     missing = [n for n in rewritten.operators if n not in full]
     if missing:
         raise ValueError(f"placement assigns no process to {missing}")

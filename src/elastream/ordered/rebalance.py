@@ -53,6 +53,8 @@ MAX_WINDOW = 1 << 18
 HIGH, LOW = 0.75, 0.25
 #: How long a throttled split sleeps before it looks again.
 THROTTLE_S = 0.002
+#: A split that waited for a full backlog resumes when it is down to this fraction of the window.
+RESUME = 0.5
 
 
 class SplitMergeLink:

@@ -70,7 +70,7 @@ from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
-from elastream.ordered.rebalance import THROTTLE_S, Move, SplitMergeLink, choose_move, keyed_state
+from elastream.ordered.rebalance import RESUME, THROTTLE_S, Move, SplitMergeLink, choose_move, keyed_state
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
 #: ``seq`` codes of control messages (data pieces have ``seq >= 0``).
@@ -193,22 +193,26 @@ class OrderedSplit(Operator):
         """With a link: deliver returned states, consider a move, and wait while a replica has a full backlog."""
         link = self.link
         outs = ctx.outputs
+        limit = 1.0
         while not ctx.shutdown_requested:
             await self._deliver_states(outs)
             fill = link.fill()
             if self.moves_enabled and perf_counter() >= self._next_check:
                 self._next_check = perf_counter() + CHECK_S
                 await self._consider_move(outs, fill)
-            if not self._must_wait(fill):
+            if not self._must_wait(fill, limit):
                 return
+            # Once full, wait until the backlog is down to RESUME: then a wake-up sends many batches,
+            # not one (each activation of the split costs scheduler work on this process's worker).
+            limit = RESUME
             await ctx.sleep(THROTTLE_S)  # a timer, not a poll: the worker runs other operators meanwhile
 
-    def _must_wait(self, fill: list[float]) -> bool:
-        """A keyed split waits while any replica's backlog is full; a stateless one only while every
-        active replica's is (it can send the batch to any of them)."""
+    def _must_wait(self, fill: list[float], limit: float) -> bool:
+        """A keyed split waits while any replica's backlog is at ``limit`` (a fraction of its window);
+        a stateless one only while every active replica's is (it can send the batch to any of them)."""
         if self.key is None:
-            return min(fill[r] for r in self._active) >= 1.0
-        return max(fill) >= 1.0
+            return min(fill[r] for r in self._active) >= limit
+        return max(fill) >= limit
 
     async def _consider_move(self, outs: list, fill: list[float]) -> None:
         moving_from = {m.source for m in self._moves.values()}

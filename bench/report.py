@@ -1,7 +1,8 @@
 """``elastream bench report``: run the benchmark suite and regenerate the README figures.
 
 Runs ``overhead``, ``topology`` (chain with the GIL held, data-parallel with
-it released), ``latency`` and ``processes`` with the parameters below, writes every raw result to
+it released), ``latency``, ``processes``, ``ipc``, ``keyed`` and ``tpcxbb``
+with the parameters below, writes every raw result to
 ``bench/results/latest.json`` and replaces the block between
 ``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the README with tables
 generated from those results. Numbers are never typed by hand.
@@ -42,7 +43,11 @@ def _suite(quick: bool) -> list[tuple[str, list[str]]]:
             ("topology", ["--topology", "data-parallel", "--threads", "1", "2", "4", "--policy",
                           "least_recently_run", "--gil", "release"]),
             ("latency", ["--rate", "5000", "--seconds", "20", "--threads", "1", "2"]),
-            ("processes", [])]
+            ("processes", []),
+            ("ipc", ["--sizes-kb", "10", "40", "320", "--rates", "100", "1000", "3000", "--ring-multiples", "12",
+                     "50", "--repeat", "3"]),
+            ("keyed", []),
+            ("tpcxbb", ["--scale", "0.05", "--heuristics", "qst", "lp", "et", "ct", "--workers", "1", "2"])]
 
 
 def _run_one(name: str, argv: list[str]) -> dict[str, Any]:
@@ -119,8 +124,64 @@ def _processes_md(r: dict[str, Any]) -> str:
             f"{r['note']}\n\n" + table)
 
 
+def _ipc_md(r: dict[str, Any]) -> str:
+    rows = []
+    for x in r["latency_vs_size"] + r["latency_vs_rate"][1:]:
+        rows.append([f"{x['size_kb']}", fmt(x["rate"], 0)]
+                    + [f"{fmt(x[t]['p50_us'], 0)} / {fmt(x[t]['p99_us'], 0)}" for t in ("ring", "queue", "tcp")]
+                    + [f"{x['ring_vs_queue_p50']:.2f}", f"{x['ring_vs_tcp_p50']:.2f}"])
+    table = _md_table(["size KB", "msg/s", "ring p50 / p99 µs", "Queue p50 / p99 µs", "TCP p50 / p99 µs",
+                       "ring/Queue p50", "ring/TCP p50"], rows)
+    t = r["throughput"]
+    return (f"**Shared ring vs multiprocessing.Queue vs TCP loopback** — `{r['command']}`: one-way latency "
+            f"(ratio below 1: the ring is faster). Small-tuple throughput, {t['batch']} tuples per record: ring "
+            f"{fmt(t['ring_tuples_per_s'], 0)} tuples/s, Queue {fmt(t['queue_tuples_per_s'], 0)} tuples/s, "
+            f"ring/Queue **{t['ratio']:.2f}**.\n\n" + table)
+
+
+def _keyed_md(r: dict[str, Any]) -> str:
+    table = _md_table(["configuration", "seconds", "tuples/s", "speed-up vs plain loop"],
+                      [[x["config"], f"{x['seconds']:.3f}", fmt(x["tuples_per_s"], 0),
+                        f"{x['speedup_vs_plain']:.2f}"] for x in r["results"]], left=1)
+    return (f"**Keyed running sum** — `{r['command']}`: {r['tuples']:,} tuples, {r['keys']:,} keys, about "
+            f"{r['cost_us']:g} µs of pure Python per tuple, ordered output checked against the plain loop "
+            f"(goal: P=2 ≥ {r['goal_speedup_p2']}×). {r['note']}\n\n" + table)
+
+
+def _tpcxbb_md(r: dict[str, Any]) -> str:
+    rows = []
+    for x in r["queries"]:
+        local, spark = x.get("local"), x.get("spark-streaming")
+        rows.append([x["query"], fmt(local["tuples_per_second"], 0) if local else "-",
+                     f"{fmt(local['p50_ms'], 2)} / {fmt(local['p99_ms'], 2)}" if local else "-",
+                     fmt(spark["tuples_per_second"], 0) if spark else "-",
+                     f"{fmt(spark['p50_ms'], 0)} / {fmt(spark['p99_ms'], 0)}" if spark else "-",
+                     fmt(x.get("throughput_ratio"), 1), fmt(x.get("p99_ratio"), 0),
+                     "yes" if all(e["match"] for e in (local, spark) if e) else "no"])
+    table = _md_table(["query", "elastream tuples/s", "elastream p50 / p99 ms", "Spark SS tuples/s",
+                       "Spark SS p50 / p99 ms", "throughput ×", "p99 ×", "answers = Spark SQL"], rows, left=1)
+    opts = r["local_options"]
+    return (f"**TPCx-BB streaming queries, elastream vs Spark Structured Streaming** — `{r['command']}`: scale "
+            f"{r['scale']:g}, elastream with {opts['threads']} threads, {opts['processes']} process, policy "
+            f"{opts['policy']}; Spark local[*]. Goals: throughput ≥ 3×, p99 latency ≥ 100× lower. "
+            f"{r['note']}\n\n" + table + _heuristics_md(r["heuristics"]))
+
+
+def _heuristics_md(points: list[dict[str, Any]]) -> str:
+    if not points:
+        return ""
+    threads = sorted({p["threads"] for p in points})
+    rows = []
+    for query, policy in sorted({(p["query"], p["policy"]) for p in points}):
+        by = {p["threads"]: p for p in points if p["query"] == query and p["policy"] == policy}
+        rows.append([query, policy] + [f"{fmt(by[t]['tuples_per_second'], 0)} ({fmt(by[t]['p99_ms'], 1)})"
+                                       if t in by else "-" for t in threads])
+    table = _md_table(["query", "policy", *(f"{t} threads: tuples/s (p99 ms)" for t in threads)], rows, left=2)
+    return "\n\nelastream vs worker threads for the ordered-multicore heuristics (Fig. 8 shape):\n\n" + table
+
+
 _RENDERERS = {"overhead": _overhead_md, "topology": _topology_md, "latency": _latency_md,
-              "processes": _processes_md}
+              "processes": _processes_md, "ipc": _ipc_md, "keyed": _keyed_md, "tpcxbb": _tpcxbb_md}
 
 
 def update_readme(path: Path, block: str) -> None:

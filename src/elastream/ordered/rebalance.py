@@ -73,6 +73,11 @@ class SplitMergeLink:
         """Tuples sent to each replica whose outputs have not reached the merge yet."""
         return [s - d for s, d in zip(self.sent, self.done)]
 
+    def cost_per_tuple(self) -> float | None:
+        """Mean measured replica seconds per input tuple (None before any finished)."""
+        done, busy = sum(self.done), sum(self.busy_s)
+        return busy / done if done and busy else None
+
     def windows(self) -> list[int]:
         """Backlog bound per replica: about :data:`WINDOW_S` of its measured work, within fixed limits."""
         return [START_WINDOW if not done or not busy else max(MIN_WINDOW, min(MAX_WINDOW, int(WINDOW_S * done / busy)))

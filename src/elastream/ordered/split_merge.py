@@ -75,8 +75,12 @@ from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorde
 
 #: ``seq`` codes of control messages (data pieces have ``seq >= 0``).
 END_SEQ, STATE_SEQ, EXPORT_SEQ, IMPORT_SEQ = -1, -2, -3, -4
-#: Most tuples the split puts in one batch (one serial number).
+#: Most tuples the split puts in one batch (one serial number) while the cost per tuple is unknown.
 DEFAULT_CHUNK = 256
+#: With a link, batches hold about PIECE_S seconds of work per replica, within these bounds: big enough
+#: that per-piece costs (an activation, a ring record) vanish, small enough to balance and to keep latency.
+PIECE_S = 0.005
+MIN_CHUNK, MAX_CHUNK = 16, 4096
 #: Batches the merge's reorder buffer holds before it parks later ones aside.
 DEFAULT_REORDER_CAPACITY = 4096
 #: How often (seconds) a split with a link reconsiders moving a partition.
@@ -116,11 +120,11 @@ class OrderedSplit(Operator):
     kind = "split"
 
     def __init__(self, replicas: int, *, key: Callable[[Any], Any] | None = None, partitions: int = 1,
-                 table: Sequence[int] | None = None, chunk: int = DEFAULT_CHUNK,
+                 table: Sequence[int] | None = None, chunk: int | None = None,
                  link: SplitMergeLink | None = None, moves: bool = True):
         if replicas < 1:
             raise ValueError(f"an ordered split needs at least one replica, got {replicas}")
-        if chunk < 1:
+        if chunk is not None and chunk < 1:
             raise ValueError(f"chunk must be >= 1, got {chunk}")
         super().__init__(inputs=1, outputs=replicas)
         self.key = key
@@ -174,7 +178,7 @@ class OrderedSplit(Operator):
         while await ctx.wait_for_any(spec) is Status.DONE:
             if self.link is not None:
                 await self._settle(ctx)
-            items = port.pop_many(self.chunk)
+            items = port.pop_many(self._batch_size())
             for r, piece in route(seq, items):
                 await self._send(outs, r, piece)
             seq += 1
@@ -183,6 +187,15 @@ class OrderedSplit(Operator):
             await self._deliver_states(outs)
             if self._moves:
                 await ctx.sleep(THROTTLE_S)
+
+    def _batch_size(self) -> int:
+        """``chunk`` when given; else, with a link, about PIECE_S of work per replica piece."""
+        if self.chunk is not None:
+            return self.chunk
+        cost = self.link.cost_per_tuple() if self.link is not None else None
+        if not cost:
+            return DEFAULT_CHUNK
+        return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.n_outputs / cost)))
 
     async def _send(self, outs: list, r: int, piece: tuple) -> None:
         if self.link is not None:

@@ -14,8 +14,9 @@ replica's backlog (tuples sent and not yet finished) and
 * stateless operators: sends each batch to the replica whose backlog is the
   smallest fraction of its window (join-shortest-queue) instead of blind
   round-robin;
-* partitioned operators: moves a partition, *with its keys' state*, from a
-  replica that holds the split back to one that runs dry (:func:`choose_move`).
+* partitioned operators: moves partitions, *with their keys' state*, from the
+  replica whose backlog stays fullest to the one that runs towards empty
+  (:class:`FillMeter`, :func:`choose_moves`).
   Replicas run at different speeds whenever their processes do (other work in
   the same process, a core shared with other programs), and a static
   partition table cannot follow that.
@@ -49,8 +50,10 @@ WINDOW_S = 0.2
 START_WINDOW = 256
 MIN_WINDOW = 8
 MAX_WINDOW = 1 << 18
-#: A move happens when the busiest replica holds at least HIGH × window and the idlest at most LOW × window.
-HIGH, LOW = 0.75, 0.25
+#: Moves start when two replicas' mean backlog fill (over a decision period) differs by at least GAP;
+#: they take away about GAIN × gap of the fuller replica's recent load.
+GAP = 0.15
+GAIN = 0.5
 #: How long a throttled split sleeps before it looks again.
 THROTTLE_S = 0.002
 #: A split that waited for a full backlog resumes when it is down to this fraction of the window.
@@ -99,29 +102,65 @@ class Move:
     """Pieces of the partition's tuples that arrived meanwhile, in order: sent to ``target`` after the state."""
 
 
-def choose_move(fill: list[float], table: list[int], load: list[int], moving_from: set[int],
-                progressed: list[bool]) -> tuple[int, int, int] | None:
-    """Which partition to move, as ``(partition, source, target)``, or None.
+class FillMeter:
+    """Each replica's mean backlog fill (backlog / window) over a decision period.
 
-    ``fill`` is each replica's backlog over its window. Move when the fullest
-    replica holds the split back (``>= HIGH``) while the emptiest is running
-    dry (``<= LOW``), both have finished work already (a replica still
-    starting looks slow), the source has no move in flight and keeps at least
-    one other loaded partition. The partition is the source's median one by
-    recent load, so one move shifts a typical share.
-
-    Example: ``choose_move([0.9, 0.0], [0, 1, 0, 1], [5, 5, 5, 5], set(), [True, True])`` → ``(2, 0, 1)``
+    Fill is the one signal that needs no guess about *why* a replica is slow:
+    a replica whose process also runs other operators, or shares its core,
+    drains its backlog more slowly than it is refilled and its fill stays
+    high, while one with time to spare runs towards empty. Throughput
+    samples cannot tell a slow replica from a starved one.
     """
-    source = max(range(len(fill)), key=fill.__getitem__)
-    target = min(range(len(fill)), key=fill.__getitem__)
-    if source == target or source in moving_from or not (progressed[source] and progressed[target]):
-        return None
-    if fill[source] < HIGH or fill[target] > LOW:
-        return None
-    owned = sorted((p for p, r in enumerate(table) if r == source and load[p] > 0), key=lambda p: (load[p], p))
+
+    def __init__(self, replicas: int):
+        self._sums = [0.0] * replicas
+        self._samples = 0
+
+    def observe(self, fill: list[float]) -> None:
+        """Add one sample of every replica's fill."""
+        self._sums = [a + min(f, 1.0) for a, f in zip(self._sums, fill)]
+        self._samples += 1
+
+    def take(self) -> list[float] | None:
+        """The mean fills since the last call (None without samples); starts a new period."""
+        if not self._samples:
+            return None
+        means = [a / self._samples for a in self._sums]
+        self._sums = [0.0] * len(self._sums)
+        self._samples = 0
+        return means
+
+
+def choose_moves(mean_fill: list[float], table: list[int], load: list[int]) -> list[tuple[int, int, int]]:
+    """Partitions to move now, as ``(partition, source, target)`` triples (possibly none).
+
+    When the fullest replica's mean fill exceeds the emptiest one's by at
+    least :data:`GAP`, partitions go from the fullest to the emptiest, largest
+    first, while they fit in a budget of ``GAIN × gap`` of the source's recent
+    load (a proportional step: a small gap moves little, so the split does not
+    overshoot and swing back); the source always keeps its largest partition.
+    If nothing fits but the gap is twice GAP, the source's smallest partition moves.
+
+    Example: ``choose_moves([0.9, 0.1], [0, 0, 0, 1], [10, 10, 10, 10])`` → ``[(1, 0, 1)]``
+    """
+    replicas = range(len(mean_fill))
+    source = max(replicas, key=mean_fill.__getitem__)
+    target = min(replicas, key=mean_fill.__getitem__)
+    gap = mean_fill[source] - mean_fill[target]
+    if source == target or gap < GAP:
+        return []
+    owned = sorted((p for p, r in enumerate(table) if r == source and load[p] > 0), key=lambda p: (-load[p], p))
     if len(owned) < 2:
-        return None
-    return owned[len(owned) // 2], source, target
+        return []
+    budget = GAIN * gap * sum(load[p] for p in owned)
+    moves = []
+    for p in owned[1:]:
+        if load[p] <= budget:
+            moves.append((p, source, target))
+            budget -= load[p]
+    if not moves and gap >= 2 * GAP:
+        moves.append((owned[-1], source, target))
+    return moves
 
 
 def _state_attribute(op: Any) -> str | None:

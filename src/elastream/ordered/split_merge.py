@@ -70,7 +70,8 @@ from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
-from elastream.ordered.rebalance import RESUME, THROTTLE_S, Move, SplitMergeLink, choose_move, keyed_state
+from elastream.ordered.rebalance import (RESUME, THROTTLE_S, FillMeter, Move, SplitMergeLink, choose_moves,
+                                         keyed_state)
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
 #: ``seq`` codes of control messages (data pieces have ``seq >= 0``).
@@ -83,8 +84,9 @@ PIECE_S = 0.005
 MIN_CHUNK, MAX_CHUNK = 16, 4096
 #: Batches the merge's reorder buffer holds before it parks later ones aside.
 DEFAULT_REORDER_CAPACITY = 4096
-#: How often (seconds) a split with a link reconsiders moving a partition.
-CHECK_S = 0.02
+#: How often (seconds) a split with a link samples its replicas' throughput, and decides on moves.
+CHECK_S = 0.01
+DECIDE_S = 0.2
 
 
 def is_one_to_one(op: Operator) -> bool:
@@ -144,7 +146,9 @@ class OrderedSplit(Operator):
         self._load = [0] * self.partitions
         self._keys: list[list] = [[] for _ in range(self.partitions)]
         self._seen: set = set()
+        self._meter = FillMeter(replicas)
         self._next_check = 0.0
+        self._next_decision = 0.0
 
     @property
     def active(self) -> list[int]:
@@ -209,10 +213,9 @@ class OrderedSplit(Operator):
         limit = 1.0
         while not ctx.shutdown_requested:
             await self._deliver_states(outs)
+            if self.moves_enabled:
+                await self._balance(outs)
             fill = link.fill()
-            if self.moves_enabled and perf_counter() >= self._next_check:
-                self._next_check = perf_counter() + CHECK_S
-                await self._consider_move(outs, fill)
             if not self._must_wait(fill, limit):
                 return
             # Once full, wait until the backlog is down to RESUME: then a wake-up sends many batches,
@@ -227,17 +230,31 @@ class OrderedSplit(Operator):
             return min(fill[r] for r in self._active) >= limit
         return max(fill) >= limit
 
-    async def _consider_move(self, outs: list, fill: list[float]) -> None:
-        moving_from = {m.source for m in self._moves.values()}
-        choice = choose_move(fill, self.table, self._load, moving_from,
-                             [d > 0 for d in self.link.done])  # type: ignore[union-attr]
-        self._load = [n // 2 for n in self._load]  # recent load: halve at every look
-        if choice is None:
+    async def _balance(self, outs: list) -> None:
+        """Sample the replicas' backlog fill every CHECK_S; every DECIDE_S, start the moves it calls for.
+
+        No decision while a move is still on its way: its effect is not in the fills yet.
+        """
+        now = perf_counter()
+        if now < self._next_check:
             return
-        p, source, target = choice
-        self._moves[p] = Move(p, source, target)
-        self.table[p] = -1  # held: this partition's new tuples wait for the state to arrive at the target
-        await outs[source].push((EXPORT_SEQ, p, list(self._keys[p])))
+        self._next_check = now + CHECK_S
+        link = self.link
+        if not all(link.done):  # type: ignore[union-attr]
+            # A replica still starting (its process booting) looks full: judge only once all run.
+            self._next_decision = now + DECIDE_S
+            return
+        self._meter.observe(link.fill())  # type: ignore[union-attr]
+        if now < self._next_decision or self._moves:
+            return
+        self._next_decision = now + DECIDE_S
+        mean_fill = self._meter.take()
+        moves = choose_moves(mean_fill, self.table, self._load) if mean_fill is not None else []
+        self._load = [n // 2 for n in self._load]  # recent load: older tuples count less at every decision
+        for p, source, target in moves:
+            self._moves[p] = Move(p, source, target)
+            self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
+            await outs[source].push((EXPORT_SEQ, p, list(self._keys[p])))
 
     async def _deliver_states(self, outs: list) -> None:
         states = self.link.states  # type: ignore[union-attr]
@@ -248,6 +265,9 @@ class OrderedSplit(Operator):
                 await self._send(outs, move.target, piece)
             self.table[p] = move.target
             self.moves_done += 1
+            if not self._moves:  # fills from before the move say nothing about after it
+                self._meter.take()
+                self._next_decision = perf_counter() + DECIDE_S
 
     def _route_stateless(self, seq: int, items: list) -> list[tuple[int, tuple]]:
         if self._requested is not None:

@@ -15,8 +15,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from elastream.graph.flow import Connection, Flow
+from elastream.ordered.split_merge import OrderedSplit
 
 PROXY_PREFIX = "__ring_"
+#: Longest quantum (ms) in a process that hosts a balancing split/merge pair.
+BALANCING_QUANTUM_MS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,12 @@ def split_flow(flow: Flow, assignment: dict[str, int], processes: int, ring_name
     for conn in flow.connections:
         if assignment[conn.src] == assignment[conn.dst]:
             specs[assignment[conn.src]].connections.append(conn)
+    for spec in specs:
+        if any(isinstance(op, OrderedSplit) and op.link is not None for _, op in spec.operators):
+            # A split/merge pair balancing replicas steers by the progress the merge sees; with long
+            # quanta the news of another process's replica waits behind this process's own replica.
+            spec.runner["quantum_ms"] = min(float(spec.runner.get("quantum_ms", BALANCING_QUANTUM_MS)),
+                                            BALANCING_QUANTUM_MS)
     return specs
 
 

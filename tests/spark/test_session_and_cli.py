@@ -94,3 +94,23 @@ def test_query_cli_reports_malformed_data_naming_table_column_and_file(spark, tm
     assert main(["query", "q02", "--data", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "'web_clickstreams'" in err and "'wcs_web_page_sk'" in err and str(bad) in err
+
+
+def test_spark_connect_session_answers_a_batch_query(tpcxbb_data, spark):
+    """SPARK_REMOTE selects Spark Connect (a local Connect server here, in its own process and JVM)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from elastream.spark.batch import run_batch_query
+
+    script = Path(sys.executable).with_name("elastream")
+    env = {**os.environ, "SPARK_REMOTE": "local[1]"}
+    proc = subprocess.run([str(script), "query", "q15", "--data", str(tpcxbb_data), "--engine", "spark-batch",
+                           "--json"], env=env, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert summary["engine"] == "spark-batch"
+    assert summary["rows"] == run_batch_query("q15", tpcxbb_data, spark=spark).num_rows

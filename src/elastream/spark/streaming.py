@@ -817,6 +817,11 @@ def _run(spark: SparkSession, plan: FlowPlan, files: list[Path], columns: tuple[
          files_per_batch: int, shuffle_partitions: int | None, timeout_s: float | None) -> SparkRunResult:
     import pyarrow.parquet as pq
 
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        # The sink hands each micro-batch to a callback in this process, which Spark Connect cannot do.
+        raise SparkTranslationError("running a flow on Spark Structured Streaming needs a classic Spark session "
+                                    "(--master or the standard Spark configuration); Spark Connect "
+                                    "(SPARK_REMOTE) serves the batch engine and datagen only")
     feeder = _Feeder(root)
     schema = spark.read.parquet(str(files[0])).schema
     columns = columns or tuple(schema.names)

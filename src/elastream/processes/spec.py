@@ -92,10 +92,13 @@ def split_flow(flow: Flow, assignment: dict[str, int], processes: int, ring_name
     for conn in flow.connections:
         if assignment[conn.src] == assignment[conn.dst]:
             specs[assignment[conn.src]].connections.append(conn)
+    balancing = {name for name, h in flow.operators.items()
+                 if isinstance(h.operator, OrderedSplit) and h.operator.link is not None}
+    steered = {c.dst for c in flow.connections if c.src in balancing}
     for spec in specs:
-        if any(isinstance(op, OrderedSplit) and op.link is not None for _, op in spec.operators):
-            # A split/merge pair balancing replicas steers by the progress the merge sees; with long
-            # quanta the news of another process's replica waits behind this process's own replica.
+        if any(name in balancing or name in steered for name, _ in spec.operators):
+            # A balancing split steers by the progress its merge sees; with long quanta that news
+            # waits behind whichever operator holds a process's worker (a replica computing).
             spec.runner["quantum_ms"] = min(float(spec.runner.get("quantum_ms", BALANCING_QUANTUM_MS)),
                                             BALANCING_QUANTUM_MS)
     return specs

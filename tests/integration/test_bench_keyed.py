@@ -22,9 +22,9 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["benchmark"] == "keyed" and result["gil"] == "hold" and "process parallelism" in result["note"]
     rows = result["results"]
-    assert [r["config"] for r in rows] == ["plain loop", "elastream P=1", "elastream P=2"]
-    assert all(r["output_equal"] and r["seconds"] > 0 for r in rows)
-    assert rows[2]["placement"]["sum#0"] != rows[2]["placement"]["sum#1"]
+    assert [r["config"] for r in rows] == ["plain loop", "hand-split 2 processes", "elastream P=1", "elastream P=2"]
+    assert all(r["output_equal"] in (True, None) and r["seconds"] > 0 for r in rows)
+    assert rows[3]["placement"]["sum#0"] != rows[3]["placement"]["sum#1"]
     assert rows[0]["speedup_vs_plain"] == 1.0
 
 

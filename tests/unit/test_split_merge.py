@@ -235,10 +235,10 @@ def _sleepy_count(delay: float):
 
 def test_partitions_move_with_their_state_away_from_a_slow_replica():
     build = lambda s: s.key_by(lambda e: e[0], partitions=16).process(_sleepy_count(0.0), state=int, name="x")
-    expected = sequential(build, 3_000)
-    flow = replicate_flow(pipeline(build, 3_000), {"x": 2}, chunk=32)
-    flow[replica_name("x", 0)].operator.inner.step = _sleepy_count(0.002)   # replica 0 is 10x slower
-    flow[replica_name("x", 1)].operator.inner.step = _sleepy_count(0.0002)
+    expected = sequential(build, 12_000)
+    flow = replicate_flow(pipeline(build, 12_000), {"x": 2}, chunk=32)
+    flow[replica_name("x", 0)].operator.inner.step = _sleepy_count(0.0005)   # replica 0 is 10x slower
+    flow[replica_name("x", 1)].operator.inner.step = _sleepy_count(0.00005)
     split = flow[split_name("x")].operator
     result = run_with_deadline(flow, threads=3)
     assert result.outputs["out"] == expected          # running counts per key intact: the state moved along
@@ -251,9 +251,10 @@ def test_partitions_move_with_their_state_away_from_a_slow_replica():
 def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():
     slow = lambda e: (time.sleep(0.002), e)[1]
     build = lambda s: s.map(lambda e: e, name="x")
-    expected = sequential(build, 3_000)
-    flow = replicate_flow(pipeline(build, 3_000), {"x": 2}, chunk=16)
+    expected = sequential(build, 6_000)
+    flow = replicate_flow(pipeline(build, 6_000), {"x": 2}, chunk=16)
     flow[replica_name("x", 0)].operator.inner.fn = slow
+    flow[replica_name("x", 1)].operator.inner.fn = lambda e: (time.sleep(0.0001), e)[1]  # 20x faster
     result = run_with_deadline(flow, threads=3)
     assert result.outputs["out"] == expected
     pieces = {r: result.stats.operators[replica_name("x", r)].tuples_in for r in (0, 1)}

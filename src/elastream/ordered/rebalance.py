@@ -46,7 +46,10 @@ from typing import Any
 
 #: Seconds of replica work the split lets each replica have in hand.
 WINDOW_S = 0.2
-#: Backlog bounds (tuples) while the per-tuple cost is unknown, and always.
+#: Backlog bound of a replica that has finished nothing yet: START_S of the others' measured work (its
+#: process may still be starting, and the others should not wait for it), or START_WINDOW tuples while
+#: nothing is measured at all; then the bounds once its own cost is known.
+START_S = 0.05
 START_WINDOW = 256
 MIN_WINDOW = 8
 MAX_WINDOW = 1 << 18
@@ -83,12 +86,18 @@ class SplitMergeLink:
 
     def windows(self) -> list[int]:
         """Backlog bound per replica: about :data:`WINDOW_S` of its measured work, within fixed limits."""
-        return [START_WINDOW if not done or not busy else max(MIN_WINDOW, min(MAX_WINDOW, int(WINDOW_S * done / busy)))
+        mean = self.cost_per_tuple()
+        start = START_WINDOW if mean is None else _bounded(START_S / mean)
+        return [_bounded(WINDOW_S * done / busy) if done and busy else start
                 for done, busy in zip(self.done, self.busy_s)]
 
     def fill(self) -> list[float]:
         """Each replica's backlog as a fraction of its window (1.0: full, the split waits for it)."""
         return [b / w for b, w in zip(self.backlog(), self.windows())]
+
+
+def _bounded(tuples: float) -> int:
+    return max(MIN_WINDOW, min(MAX_WINDOW, int(tuples)))
 
 
 @dataclass(slots=True)

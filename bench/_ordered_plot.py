@@ -95,15 +95,15 @@ def plot(result: dict[str, Any], path: str) -> str:
     chosen = [(title, draw, result[key]) for key, title, draw in PANELS if key in result]
     cols = 2
     rows = max(1, math.ceil(len(chosen) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(11, 4 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(11, 4 * rows), squeeze=False, layout="constrained")
     for ax, (title, draw, section) in zip(axes.flat, chosen):
         draw(ax, section)
         ax.set_title(title)
         ax.legend(fontsize="small")
     for ax in list(axes.flat)[len(chosen):]:
         ax.set_visible(False)
-    fig.suptitle(f"ordered-multicore §7 shapes, GIL release (load {result['machine']['load_average_1min']:.2f})")
-    fig.tight_layout()
+    load = f"{result.get('load_average_1min_start', math.nan):.2f} → {result['machine']['load_average_1min']:.2f}"
+    fig.suptitle(f"ordered-multicore §7 shapes, GIL release (1-min load {load})")
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path

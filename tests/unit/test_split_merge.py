@@ -259,3 +259,17 @@ def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():
     assert result.outputs["out"] == expected
     pieces = {r: result.stats.operators[replica_name("x", r)].tuples_in for r in (0, 1)}
     assert pieces[1] > 3 * pieces[0], pieces
+
+
+def test_choose_moves_is_proportional_and_keeps_the_source_loaded():
+    from elastream.ordered.rebalance import FillMeter, choose_moves
+
+    assert choose_moves([0.9, 0.1], [0, 0, 0, 0, 1], [10] * 5) == [(1, 0, 1)]
+    assert choose_moves([0.5, 0.45], [0, 0, 1, 1], [10] * 4) == []          # within GAP: leave it
+    assert choose_moves([1.0, 0.0], [0, 1, 1, 1], [10] * 4) == []           # the source keeps its last partition
+    big_gap = choose_moves([1.0, 0.0], [0] * 8 + [1], [10] * 9)
+    assert 1 <= len(big_gap) < 7 and all(m[1:] == (0, 1) for m in big_gap)
+    meter = FillMeter(2)
+    meter.observe([0.2, 3.0])
+    meter.observe([0.4, 0.0])
+    assert meter.take() == pytest.approx([0.3, 0.5]) and meter.take() is None  # fills count at most 1

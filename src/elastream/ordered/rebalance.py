@@ -56,7 +56,7 @@ MAX_WINDOW = 1 << 18
 #: Moves start when two replicas' mean backlog fill (over a decision period) differs by at least GAP;
 #: they take away about GAIN × gap of the fuller replica's recent load.
 GAP = 0.15
-GAIN = 0.5
+GAIN = 0.35
 #: How long a throttled split sleeps before it looks again.
 THROTTLE_S = 0.002
 #: A split that waited for a full backlog resumes when it is down to this fraction of the window.
@@ -150,7 +150,7 @@ def choose_moves(mean_fill: list[float], table: list[int], load: list[int]) -> l
     overshoot and swing back); the source always keeps its largest partition.
     If nothing fits but the gap is twice GAP, the source's smallest partition moves.
 
-    Example: ``choose_moves([0.9, 0.1], [0, 0, 0, 1], [10, 10, 10, 10])`` → ``[(1, 0, 1)]``
+    Example: ``choose_moves([0.9, 0.1], [0, 0, 0, 0, 1], [10] * 5)`` → ``[(1, 0, 1)]``
     """
     replicas = range(len(mean_fill))
     source = max(replicas, key=mean_fill.__getitem__)

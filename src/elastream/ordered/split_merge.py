@@ -147,6 +147,7 @@ class OrderedSplit(Operator):
         self._keys: list[list] = [[] for _ in range(self.partitions)]
         self._seen: set = set()
         self._meter = FillMeter(replicas)
+        self._direction: tuple[int, int] | None = None
         self._next_check = 0.0
         self._next_decision = 0.0
 
@@ -251,6 +252,9 @@ class OrderedSplit(Operator):
         mean_fill = self._meter.take()
         moves = choose_moves(mean_fill, self.table, self._load) if mean_fill is not None else []
         self._load = [n // 2 for n in self._load]  # recent load: older tuples count less at every decision
+        # Act only on an imbalance seen in two periods running: one period's fills may be a burst.
+        direction = (moves[0][1], moves[0][2]) if moves else None
+        moves, self._direction = (moves if direction is not None and direction == self._direction else []), direction
         for p, source, target in moves:
             self._moves[p] = Move(p, source, target)
             self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target

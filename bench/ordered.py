@@ -53,6 +53,7 @@ from elastream.bench._ordered_common import (KEY_SPACE, best, check_order, expec
                                              gaussian_keys, make_work, progress)
 from elastream.bench._ordered_engine import ENGINE_GIL_NOTE, ENGINE_SECTIONS, HEURISTIC_POLICIES, RUNNERS
 from elastream.ops.busy import hash_bytes_per_second
+from elastream.policies import available as available_policies
 from elastream.ordered import (HashPartitioner, HybridQueue, PartitionedInput, ReorderBuffer, SerialQueue,
                                make_partitioned_input, make_reorder_buffer)
 
@@ -132,7 +133,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Runner(batch_size=) of engine-skew and heuristics runs")
     parser.add_argument("--engine-queue-size", type=int, default=1024,
                         help="Runner(max_queue_size=) of engine runs (engine-latency: 4 batches)")
-    parser.add_argument("--policies", nargs="+", default=list(HEURISTIC_POLICIES), help="heuristics: policies")
+    parser.add_argument("--policies", nargs="+", default=list(HEURISTIC_POLICIES), choices=available_policies(),
+                        metavar="POLICY", help="heuristics: policies (default: %(default)s)")
     _sized(parser, "--heuristics-threads", int, "heuristics: thread counts", many=True)
     _sized(parser, "--heuristics-inputs", int, "heuristics: source tuples")
     parser.add_argument("--heuristics-costs-us", type=float, nargs=4, default=[20.0, 10.0, 10.0, 5.0],

@@ -236,3 +236,19 @@ def test_per_item_outputs_of_keyed_operators_match_their_batches():
         per_item = op.on_items(items, 0)
         assert len(per_item) == len(items)
         assert [y for ys in per_item for y in ys] == twin.on_batch(items, 0)
+
+
+@pytest.mark.parametrize("partitioning, partitions", [("hybrid", 100), ("partitioned", 3)])
+def test_idle_workers_do_not_spin_on_work_only_a_partition_holder_may_take(partitioning, partitions):
+    def step(n, item):
+        time.sleep(0.00002)
+        return n + 1, [(item[0], n + 1)]
+
+    items = [(i, 500 if i % 10 else i % 3) for i in range(3000)]   # 90% on one hot key: one partition
+    flow = es.Flow("hot")
+    (flow.source(es.ops.FromIterable(items), name="src")
+         .key_by(lambda x: x[1], partitions=partitions).process(step, state=int).collect(name="sink"))
+    result = run(flow, threads=3, partitioning=partitioning)
+    assert len(result.outputs["sink"]) == 3000
+    # Before the fix, idle workers took the task again and again (hundreds of thousands of dispatches).
+    assert result.stats.operators[next(n for n in result.stats.operators if n.startswith("keyed"))].activations < 2000

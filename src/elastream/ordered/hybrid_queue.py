@@ -163,6 +163,23 @@ class HybridQueue(PartitionedInputBase):
         self._skip[p] += n - owed
         return pop_items(queue, n)
 
+    def claimable(self, slots: object = None) -> bool:
+        """Would a ``take`` find work now? A re-queued partition, or a master entry of a partition nobody holds.
+
+        Work delegated to an active partition is for its holder only, so it
+        does not count (another worker would find nothing). ``slots`` is ignored.
+        """
+        with self._lock:
+            if self._ready:
+                return True
+            active, delegated, skip = self._active, self._delegated, list(self._skip)
+            for p in self._master:
+                if skip[p]:
+                    skip[p] -= 1
+                elif not active[p] and not delegated[p]:
+                    return True
+            return False
+
     def done(self, partition: int) -> None:
         """Release a claim (Fig. 7 L14); re-queue the partition if work was delegated to it meanwhile."""
         with self._lock:

@@ -85,6 +85,12 @@ class PartitionedQueue(PartitionedInputBase):
             self._empty_takes += 1
             return None
 
+    def claimable(self, slots: object = None) -> bool:
+        """Would a worker serving ``slots`` (None: every slot) find an unclaimed partition with queued tuples?"""
+        with self._lock:
+            chosen = range(self.workers) if slots is None else [w % self.workers for w in slots]  # type: ignore[attr-defined]
+            return any(self._queues[p] and not self._active[p] for w in chosen for p in self._groups[w])
+
     def done(self, partition: int) -> None:
         """Release a claim."""
         with self._lock:

@@ -128,6 +128,10 @@ class PartitionedInput(Protocol):
         """Nothing queued and no claim held."""
         ...
 
+    def claimable(self, slots: Iterable[int] | None = None) -> bool:
+        """Would a ``take`` by a worker serving ``slots`` (None: any) find work now?"""
+        ...
+
     def statistics(self) -> PartitionedInputStats:
         """A frozen snapshot of the counters."""
         ...

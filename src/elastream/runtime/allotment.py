@@ -117,8 +117,12 @@ class ParallelFunctionTask(FunctionTask):
         if (self.workers >= self.max_workers or not self._sharing or self._refused or self.pending
                 or len(self._outbox) > self._outbox_limit or self.sched.shutdown_requested):
             return False
-        if self.partitioned and len(self._claims):
-            return True
+        if self.partitioned:
+            # Only work a newcomer could take: delegated tuples or partitions in held slots are not its.
+            if self._claims.claimable(self._free_slots):
+                return True
+            if len(self._claims) >= self._backlog_limit:
+                return False
         return any(b.count for b in self.inputs)
 
     # -- one worker's turn ------------------------------------------------------------------------

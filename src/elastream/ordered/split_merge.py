@@ -136,7 +136,7 @@ class OrderedSplit(Operator):
         if len(self.table) != self.partitions or not all(0 <= r < replicas for r in self.table):
             raise ValueError(f"table must map each of {self.partitions} partitions to a replica in 0..{replicas - 1}")
         self.link = link
-        self.moves_enabled = bool(moves and link is not None and key is not None)
+        self.moves_enabled = bool(moves and link is not None and key is not None and replicas > 1)
         self._active = list(range(replicas))
         self._requested: list[int] | None = None
         self._rr = 0

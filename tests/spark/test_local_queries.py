@@ -30,20 +30,13 @@ from elastream.tpcxbb.local import latency_ms, percentile, run_query
 from elastream.tpcxbb.params import Q01Params, Q02Params, Q03Params, Q04Params, Q15Params
 from elastream.tpcxbb.pipelines import Marker, MarkingSource, build_flow, markers_of
 from elastream.tpcxbb.schema import STREAM_ORDER, schema_of
+from tpcxbb_cases import CASES
 
 DAY = 86_400
 TIMEOUT_S = 90.0
 
 # -- local = spark-batch on generated data -------------------------------------------------------------------------
 
-#: One parameter set per query that gives a non-trivial answer at scale 0.01 (Q1's defaults find no pair there).
-CASES = {
-    "q01": Q01Params(viewed_together_count=1, stores=tuple(range(11))),
-    "q02": Q02Params(),
-    "q03": Q03Params(),
-    "q04": Q04Params(),
-    "q15": Q15Params(start_date="2001-01-01", end_date="2006-01-02", store_sk=3),
-}
 #: (policy, threads, processes): two policies on one process, a third and a fourth on two processes.
 MODES = [("least_recently_run", 1, 1), ("lp", 2, 1), ("ct", 1, 2), ("qst", 2, 2)]
 

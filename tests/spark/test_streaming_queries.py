@@ -16,20 +16,12 @@ import pytest
 
 from elastream.tpcxbb.answers import answer_difference
 from elastream.tpcxbb.io import row_count
-from elastream.tpcxbb.params import Q01Params, Q02Params, Q03Params, Q04Params, Q15Params
 from elastream.tpcxbb.schema import QUERY_STREAM
 from elastream.tpcxbb.spark_streaming import add_arguments, run_query
+from tpcxbb_cases import CASES
 
 pytestmark = pytest.mark.spark
 
-#: One parameter set per query that gives a non-trivial answer at scale 0.01 (Q1's defaults find no pair there).
-CASES = {
-    "q01": Q01Params(viewed_together_count=1, stores=tuple(range(11))),
-    "q02": Q02Params(),
-    "q03": Q03Params(),
-    "q04": Q04Params(),
-    "q15": Q15Params(start_date="2001-01-01", end_date="2006-01-02", store_sk=3),
-}
 OPTIONS = {"max_files_per_trigger": 2, "shuffle_partitions": 2}
 
 

@@ -149,14 +149,18 @@ class Runner:
     from ``es.policies.available()`` or an instance), ``max_queue_size`` (tuples
     per input port), ``quantum_ms`` (preemption quantum, C-Stream's 50 ms),
     ``elastic``, plus ``batch_size`` (most tuples a function operator takes
-    per step) and ``seed`` (for seeded policies).
+    per step) and ``seed`` (for seeded policies). ``reorder`` / ``partitioning``
+    choose the order-keeping schemes of dynamic allotment; ``replicas``
+    (``{operator: count}`` or ``"auto"``) runs stateless or partitioned
+    operators as ordered split → replicas → merge, placed over the processes.
     """
 
     def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run",
                  max_queue_size: int = 1024, quantum_ms: float = 50.0, elastic: bool = False,
                  batch_size: int = 256, seed: int | None = None, stats_period_ms: float = 100.0,
                  shutdown_grace_s: float = 1.0, placement: Any = "auto", start_method: str = "spawn",
-                 ring_bytes: int = 4 << 20, reorder: str = "nonblocking", partitioning: str = "hybrid"):
+                 ring_bytes: int = 4 << 20, reorder: str = "nonblocking", partitioning: str = "hybrid",
+                 replicas: Any = None):
         if threads < 1:
             raise ValueError("threads must be >= 1")
         if max_queue_size < 1:
@@ -172,6 +176,8 @@ class Runner:
         if partitioning not in PARTITIONING_SCHEMES:
             raise ValueError(f"unknown partitioning scheme {partitioning!r}; "
                              f"choose one of {', '.join(PARTITIONING_SCHEMES)}")
+        if not (replicas is None or replicas == "auto" or isinstance(replicas, dict)):
+            raise ValueError(f"replicas must be None, 'auto' or {{operator: count}}, got {replicas!r}")
         if elastic:
             raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
         self.threads = threads
@@ -189,6 +195,8 @@ class Runner:
         self.ring_bytes = ring_bytes
         self.reorder = reorder
         self.partitioning = partitioning
+        #: Operators run as ordered split → replicas → merge (C-Stream §4.2): {name: count} or "auto".
+        self.replicas = replicas
         create_policy(policy, seed=seed)  # fail fast on an unknown name
 
     def child_options(self) -> dict[str, Any]:
@@ -230,6 +238,11 @@ class Runner:
 
             flow.validate()  # before placement, which assumes a valid graph
             return ProcessRunHandle(self, flow, self.assignment(flow))  # type: ignore[return-value]
+        if isinstance(self.replicas, dict) and self.replicas:
+            from elastream.processes.replicate import replicate_flow
+
+            flow.validate()
+            flow = replicate_flow(flow, self.replicas, reorder=self.reorder)
         handle = RunHandle(self, flow)
         handle._start()
         return handle

@@ -174,7 +174,8 @@ def test_threads_with_a_tiny_window_deliver_everything_in_order(scheme):
 # --- Fig. 4 specifics -------------------------------------------------------------------------
 
 
-def test_nonblocking_adder_returns_while_another_worker_is_sending():
+def _sender_held_in_emit(scheme: str):
+    """A reorder buffer whose sender is stuck inside ``emit`` of serial 0 until ``release`` is set."""
     entered, release = threading.Event(), threading.Event()
     out: list = []
 
@@ -184,9 +185,14 @@ def test_nonblocking_adder_returns_while_another_worker_is_sending():
             assert release.wait(10)
         out.extend(outputs)
 
-    rb = make_reorder_buffer("nonblocking", 4, emit)
+    rb = make_reorder_buffer(scheme, 4, emit)
     sender = _start(rb.try_add, 0, ["a"])
     assert entered.wait(10)
+    return rb, out, release, sender
+
+
+def test_nonblocking_adder_returns_while_another_worker_is_sending():
+    rb, out, release, sender = _sender_held_in_emit("nonblocking")
     assert rb.try_add(1, ["b"])  # returns at once: the flag is taken, so it leaves the sending to the sender
     assert out == [] and rb.statistics().contended >= 1
     release.set()
@@ -196,18 +202,7 @@ def test_nonblocking_adder_returns_while_another_worker_is_sending():
 
 def test_lock_adder_waits_for_the_sender():
     """The Fig. 3 behaviour the non-blocking scheme removes: a finished worker waits for the mutex."""
-    entered, release = threading.Event(), threading.Event()
-    out: list = []
-
-    def emit(outputs):
-        if outputs == ["a"]:
-            entered.set()
-            assert release.wait(10)
-        out.extend(outputs)
-
-    rb = make_reorder_buffer("lock", 4, emit)
-    sender = _start(rb.try_add, 0, ["a"])
-    assert entered.wait(10)
+    rb, out, release, sender = _sender_held_in_emit("lock")
     adder = _start(rb.try_add, 1, ["b"])
     adder.join(0.2)
     assert adder.is_alive()  # cannot finish: the sender holds the mutex until `release`

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
 from collections import defaultdict
 
@@ -21,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastream.ordered import PARTITIONING_SCHEMES, make_partitioned_input
+from racing_threads import run_racing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -127,17 +127,9 @@ def test_threads_exclusive_partitions_per_key_order_everything_once(scheme, part
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             errors.append(exc)
 
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=worker, args=(w,), name="ordered-test-worker", daemon=True)
-                   for w in range(workers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(20)
-    finally:
-        sys.setswitchinterval(previous)
+    threads = [threading.Thread(target=worker, args=(w,), name="ordered-test-worker", daemon=True)
+               for w in range(workers)]
+    run_racing(threads)
     assert not any(t.is_alive() for t in threads), f"workers did not finish: {inp.statistics()}"
     assert not errors and not violations, (errors, violations)
     expected: dict = defaultdict(list)

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import random
-import sys
 import threading
 import time
 
@@ -23,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from elastream.ordered import REORDER_SCHEMES, make_reorder_buffer
+from racing_threads import run_racing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,19 +100,11 @@ def test_threads_random_serials_in_order_nothing_lost_no_deadlock(scheme, produc
     out: list = []
     rb = make_reorder_buffer(scheme, capacity, out.extend)
     errors: list = []
-    previous = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    try:
-        threads = [threading.Thread(target=_producer, name="ordered-test-producer", daemon=True,
-                                    args=(rb, [t for t in range(n) if owner[t] == p], multiplicity, seed + p,
-                                          errors))
-                   for p in range(producers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(20)
-    finally:
-        sys.setswitchinterval(previous)
+    threads = [threading.Thread(target=_producer, name="ordered-test-producer", daemon=True,
+                                args=(rb, [t for t in range(n) if owner[t] == p], multiplicity, seed + p,
+                                      errors))
+               for p in range(producers)]
+    run_racing(threads)
     assert not any(t.is_alive() for t in threads), f"producers deadlocked; buffer: {rb.statistics()}"
     assert not errors, errors
     assert out == [o for t in range(n) for o in _outputs_of(t, multiplicity[t])]

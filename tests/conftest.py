@@ -10,6 +10,9 @@
   fails with every operator's scheduling state, which is what a hang needs.
 * ``wait_until``: poll a predicate (for observing a running flow from the test
   thread), failing with a message instead of hanging.
+* ``ring_path``: runs a ring test twice, with the C hot path
+  (``elastream.ipc._ringfast``) and with the Python paths alone, for rings
+  created in this process.
 """
 
 from __future__ import annotations
@@ -94,3 +97,15 @@ def no_leaked_ring_segments():
             break
         time.sleep(0.05)
     assert not leaked, f"shared-memory segments left in {SHM}: {sorted(leaked)}"
+
+
+@pytest.fixture(params=["c", "python"])
+def ring_path(request, monkeypatch):
+    """``"c"``: rings use the C hot path (it must be built); ``"python"``: the ring's Python paths only."""
+    import elastream.ipc.ring as ring_mod
+
+    if request.param == "c":
+        assert ring_mod._ringfast is not None, "elastream.ipc._ringfast is not built (setup.py, needs a C compiler)"
+    else:
+        monkeypatch.setattr(ring_mod, "_ringfast", None)
+    return request.param

@@ -27,7 +27,7 @@ import elastream.ipc.ring as ring_mod
 from elastream.ipc import SharedRing
 from ring_payloads import PAYLOAD_HEAD, make_payload, parse_payload
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("ring_path")]
 
 BATCH_MAX = 3
 

@@ -25,7 +25,7 @@ from elastream.ipc import Codec, CodecError, PickleCodec, RingClosedError, RingS
 from elastream.ipc.ring import HEADER_BYTES, READY, WRITING
 from ring_segments_check import ring_segments
 
-pytestmark = pytest.mark.timeout(30)
+pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("ring_path")]
 
 
 @pytest.fixture
@@ -182,6 +182,7 @@ def test_stalled_writer_is_skipped_after_the_stall_timeout_and_its_publish_fails
 
 def test_abandoned_write_is_skipped_and_the_next_write_works(ring, monkeypatch):
     me = ring.register_producer()
+    ring.fast = False                     # the failure is injected into the Python fill
 
     class Boom:
         def pack_into(self, *args):

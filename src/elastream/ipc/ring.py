@@ -121,6 +121,12 @@ from typing import Any
 from elastream.errors import ElastreamError
 from elastream.ipc._sync import (AtomicWords, Futex, WakePipe, attach_segment, is_process_alive, open_wake_writer,
                                   poke, process_identity)
+from elastream.ipc.arrivals import ArrivalPredictor
+
+try:                                   # the optional C hot path (setup.py builds it where a compiler exists)
+    from elastream.ipc import _ringfast
+except ImportError:  # pragma: no cover - exercised on machines without a compiler
+    _ringfast = None
 
 __all__ = ["HEADER_BYTES", "RingClosedError", "RingStats", "SharedRing"]
 
@@ -147,6 +153,7 @@ _W_CONSUMER_TOKEN, _W_CONSUMER_PID, _W_CONSUMER_START = 33, 34, 35
 _W_DATA_SEQ, _W_DATA_WAITERS = 40, 41      # consumer sleeps here; producers wake it
 _W_WAKE_TOKEN, _W_WAKE_PID, _W_WAKE_FD, _W_WAKE_INODE, _W_WAKE_BROKEN = 42, 43, 44, 45, 46  # its wake pipe
 _W_SPACE_WAITERS = 49                      # producers sleeping on the read cursor (a futex)
+_W_READ_POLL_NS, _W_POLL_WINDOWS, _W_POLL_HITS = 50, 51, 52   # the consumer's hybrid polling
 (_W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, _W_FAILED_SKIPPED, _W_MAX_OCCUPANCY, _W_READ_WAIT_NS,
  _W_EMPTY_RECOVERIES, _W_SEQUENCE_ERRORS) = range(56, 64)
 _CTRL_WORDS = 64
@@ -160,10 +167,14 @@ _LIVENESS_PERIOD = 0.02   # s between checks of a stuck writer's process
 _MAX_SLEEP = 0.05         # s: cap of one consumer sleep, so liveness checks run while idle
 _SPACE_SLEEP = 0.01       # s: cap of one producer sleep on a full ring
 _SPIN = 50e-6             # s of polling before sleeping (a futex wake costs a context switch)
+_POLL_DUTY = 0.1          # hybrid polling: at most this fraction of the gap between records is spent polling
 _MIN_CAPACITY = 4096
 
 _FUTEX = Futex()
 _PID = os.getpid()
+if _ringfast is not None:
+    _ringfast.layout(_W_WPOS, _W_RPOS, _W_DATA_WAITERS, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES,
+                     _W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, WRITING, READY, READ, KIND_BATCH)
 
 
 def _refresh_pid() -> None:
@@ -202,6 +213,9 @@ class RingStats:
     producers_closed: int
     write_wait_s: float           #: producers' time blocked in write_batch / wait_writable (back-pressured)
     read_wait_s: float            #: consumer's time blocked in read / wait_readable (idle)
+    read_poll_s: float = 0.0      #: ... of which polling near an expected arrival (on-CPU; hybrid polling)
+    poll_windows: int = 0         #: polling windows opened by the consumer
+    poll_hits: int = 0            #: ... in which the record arrived
 
 
 class _Pending:
@@ -298,6 +312,8 @@ class SharedRing:
         self._buf = buf
         self._q = q
         self._atomic = AtomicWords(buf)
+        self._base = self._atomic.address(0)
+        self.fast = _ringfast is not None   # False: the Python paths alone (the tests run both)
         self._cap = q[_W_CAPACITY]
         self._data = q[_W_DATA_OFFSET]
         self._salt = q[_W_SALT]
@@ -324,6 +340,8 @@ class SharedRing:
         self._empty_pos = -1
         self._empty_since = self._empty_next_check = 0.0
         self._wake_pipe: WakePipe | None = None
+        self._arrivals = ArrivalPredictor(_POLL_DUTY)
+        self._seen_at = 0.0
         # runs on close() or when the handle is garbage collected: views first, then unmap, then unlink
         self._finalizer = weakref.finalize(self, _release, self._atomic, q, owner.close if owner else segment.close,
                                            self._unlinker)
@@ -433,6 +451,8 @@ class SharedRing:
 
         Example: ``ring.try_write_batch([codec_output_1, codec_output_2], target=7)``
         """
+        if self._fast_write(payloads, KIND_BATCH, target, producer):
+            return True
         parts, lengths = _gather(payloads)
         if not lengths:
             raise ValueError(f"ring {self.name}: a batch needs at least one payload")
@@ -449,6 +469,8 @@ class SharedRing:
 
         Raises TimeoutError when ``timeout`` seconds pass first.
         """
+        if self._fast_write(payloads, KIND_BATCH, target, producer):
+            return
         parts, lengths = _gather(payloads)
         if not lengths:
             raise ValueError(f"ring {self.name}: a batch needs at least one payload")
@@ -498,9 +520,12 @@ class SharedRing:
         Raises TimeoutError when ``timeout`` seconds pass with nothing to read.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        waited = False
         while True:
             records = self.try_read(max_records)
             if records:
+                if waited:
+                    self._arrivals.arrived(self._seen_at)
                 return records
             if self.at_eof:
                 return []
@@ -509,7 +534,7 @@ class SharedRing:
                 raise TimeoutError(f"ring {self.name}: nothing to read within {timeout} s")
             self._check_open()
             if not self._readable():
-                self._wait_data(remaining, recheck=False)   # straight back to try_read after a wake-up
+                waited = self._wait_data(remaining, recheck=False) or waited   # straight back to try_read
 
     def wait_readable(self, timeout: float | None = None) -> bool:
         """Wait until :meth:`try_read` can make progress or the stream has ended; False on timeout.
@@ -521,7 +546,10 @@ class SharedRing:
             return True
         if timeout is not None and timeout <= 0:
             return False
-        return self._wait_data(timeout, recheck=True)
+        if self._wait_data(timeout, recheck=True):
+            self._arrivals.arrived(self._seen_at)
+            return True
+        return False
 
     def release_consumer(self) -> None:
         """Give up the consumer role so another handle (in any process) can take it over.
@@ -576,6 +604,7 @@ class SharedRing:
             sequence_errors=q[_W_SEQUENCE_ERRORS], max_occupancy=q[_W_MAX_OCCUPANCY],
             occupancy=q[_W_WPOS] - q[_W_RPOS], producers_registered=word & _M32, producers_closed=word >> 32,
             write_wait_s=sums[_P_WAIT_NS] / 1e9, read_wait_s=q[_W_READ_WAIT_NS] / 1e9,
+            read_poll_s=q[_W_READ_POLL_NS] / 1e9, poll_windows=q[_W_POLL_WINDOWS], poll_hits=q[_W_POLL_HITS],
         )
 
     # == internals: producer ========================================================================
@@ -608,6 +637,32 @@ class SharedRing:
             self._q[slot + _P_START] = start
             self._q[slot + _P_PID] = pid
             self._bound[producer] = me
+
+    def _fast_write(self, payloads: Any, kind: int, target: int, producer: int | None) -> bool:
+        """The common append in one C call (``_ringfast.try_write``); False: take the general path.
+
+        The general path handles what the C call declines — wrap-around, a
+        full ring, a record the consumer declared failed, unusual payloads —
+        and raises the errors; both write the same record format.
+        """
+        if not self.fast or self._closed or type(payloads) is not list or not 0 <= target <= _M32:
+            return False
+        own = self._own
+        pid = own[0] if producer is None and len(own) == 1 else self._resolve(producer)
+        slot = _CTRL_WORDS + pid * _SLOT_WORDS
+        lock = self._locks.get(pid) or self._locks.setdefault(pid, threading.Lock())
+        with lock:
+            if self._bound.get(pid) != _PID:
+                self._bind(pid)
+            status = _ringfast.try_write(self._base, self._data, self._cap, self._salt, slot, pid, kind, target,
+                                         payloads)
+        if status < 0:
+            if status == -2:
+                self._q[slot + _P_REWRITES] += 1
+            return False
+        if status:
+            self._wake_consumer()
+        return True
 
     def _try_write(self, parts: list, lengths: list[int], kind: int, target: int, producer: int | None) -> bool:
         # The hot path of every cross-process batch: rare cases (wrap, failure) live in their own methods.
@@ -797,6 +852,12 @@ class SharedRing:
                     blocked.add(e.producer)
             self._pending = keep
         scan = self._scan
+        if self.fast and not blocked and scan < w:  # the common case in one C call; it stops where the loop starts
+            scan, delivered, seq_errors = _ringfast.read_ready(self._base, data, cap, salt, scan, w,
+                                                               max_records - records, out, self._expected_seq)
+            records += delivered
+            if seq_errors:
+                q[_W_SEQUENCE_ERRORS] += seq_errors
         while scan < w and records < max_records:  # the right side: never waits behind a WRITING record
             off = scan % cap
             tail = cap - off
@@ -933,7 +994,7 @@ class SharedRing:
 
     # == internals: waiting =========================================================================
     def _wait_data(self, timeout: float | None, recheck: bool) -> bool:
-        """The consumer waits for a publish: a short poll, then sleeps on its wake pipe (or the futex).
+        """The consumer waits for a publish: a short poll, a hybrid poll near the expected arrival, then sleep.
 
         Announcing is a flag the consumer sets with a full barrier and a waker
         clears just before it wakes, so nothing runs on the consumer's side
@@ -948,29 +1009,79 @@ class SharedRing:
             spin_end = t0 + _SPIN
             while time.perf_counter() < spin_end:
                 if predicate():
-                    return True
+                    return self._seen()
+            can_sleep = _FUTEX.available or self._wake_pipe is not None
+            plan = self._arrivals.plan(time.perf_counter()) if can_sleep else None
+            if plan is not None and self._hybrid_poll(plan, deadline):
+                return self._seen()
             while not self._closed:
                 remaining = _MAX_SLEEP if deadline is None else min(_MAX_SLEEP, deadline - time.monotonic())
                 if remaining <= 0:
                     return predicate()
-                if not _FUTEX.available and self._wake_pipe is None:
+                if not can_sleep:
                     time.sleep(min(remaining, 1e-3))             # no wake-up channel: capped polling
-                else:
-                    self._atomic.store(_W_DATA_WAITERS * 8, 1)    # announce (a full barrier) ...
-                    seq = q[_W_DATA_SEQ]
-                    if predicate():                               # ... then re-check: no lost wake-up
-                        return True
-                    pipe = self._wake_pipe
-                    if pipe is not None and not q[_W_WAKE_BROKEN]:
-                        pipe.wait(remaining)
-                    else:
-                        _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, remaining)
+                elif self._sleep_announced(remaining):
+                    return self._seen()
                 if not recheck or predicate():
-                    return True
+                    return self._seen()
             return False
         finally:
             if not self._closed:
                 q[_W_READ_WAIT_NS] += int((time.perf_counter() - t0) * 1e9)
+
+    def _seen(self) -> bool:
+        """Data became readable now: the arrival time the predictor learns from (not the later read's)."""
+        self._seen_at = time.perf_counter()
+        return True
+
+    def _sleep_announced(self, seconds: float) -> bool:
+        """Announce, re-check, sleep on the wake pipe (or futex) for at most ``seconds``; True if data was there."""
+        q = self._q
+        self._atomic.store(_W_DATA_WAITERS * 8, 1)    # announce (a full barrier) ...
+        seq = q[_W_DATA_SEQ]
+        if self._readable():                          # ... then re-check: no lost wake-up
+            return True
+        pipe = self._wake_pipe
+        if pipe is not None and not q[_W_WAKE_BROKEN]:
+            pipe.wait(seconds)
+        else:
+            _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, seconds)
+        return False
+
+    def _hybrid_poll(self, plan: tuple[float, float], deadline: float | None) -> bool:
+        """Sleep (announced) until just before the expected arrival, then poll unannounced up to ``plan[1]``.
+
+        While the consumer polls, producers see no announcement and skip the
+        wake-up syscall; the predictor keeps the window within its duty share
+        of the gap (:mod:`elastream.ipc.arrivals`). True when data became readable.
+        """
+        arrivals, clock, predicate = self._arrivals, time.perf_counter, self._readable
+        start, stop = plan
+        if deadline is not None:
+            stop = min(stop, clock() + max(0.0, deadline - time.monotonic()))
+        wake_at = arrivals.sleep_until(start)
+        nap = wake_at - clock()
+        if nap > 0:
+            if self._sleep_announced(nap):
+                return True
+            now = clock()
+            if predicate():                           # woken by a producer: earlier than expected
+                return True
+            arrivals.woke(wake_at, now)
+        q = self._q
+        q[_W_DATA_WAITERS] = 0                        # unannounced: a racing waker's byte only ends a later sleep
+        t_poll = clock()
+        hit = False
+        while clock() < stop and not self._closed:
+            if predicate():
+                hit = True
+                break
+        arrivals.polled(hit)
+        if not self._closed:
+            q[_W_READ_POLL_NS] += int((clock() - t_poll) * 1e9)
+            q[_W_POLL_WINDOWS] += 1
+            q[_W_POLL_HITS] += hit
+        return hit
 
     def _wait_space(self, size: int, timeout: float | None) -> bool:
         """A producer waits until ``size`` bytes fit: a short poll, then a futex sleep on the read cursor.

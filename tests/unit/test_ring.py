@@ -479,3 +479,44 @@ def test_docstring_examples_run(obj):
     assert blocks
     for code in blocks:
         exec(compile(code, f"<example of {obj}>", "exec"), {"SharedRing": SharedRing, "PickleCodec": PickleCodec})
+
+
+# -- zero-copy reads ---------------------------------------------------------------------------------
+def test_views_read_without_copy_and_hold_their_space_until_released():
+    with SharedRing.create(4096) as ring:
+        me = ring.register_producer()
+        big = bytes(range(256)) * 6                                # 1,536 B: two fit in the 4 KB ring
+        assert ring.try_write_batch([big, b"tail"], target=9, producer=me)
+        [(t1, v1), (t2, v2)] = ring.try_read_views()
+        assert (t1, t2) == (9, 9) and isinstance(v1, memoryview) and v1 == big and v2 == b"tail"
+        assert ring.try_write_batch([big], producer=me)
+        assert not ring.try_write_batch([big], producer=me)        # the viewed record still holds its space
+        ring.release_views()
+        with pytest.raises(ValueError):
+            bytes(v1)                                              # released: no reading of reused space
+        assert ring.try_write_batch([big], producer=me)            # ... which producers may now reuse
+        assert payloads(ring.try_read()) == [big, big]
+        ring.close_producer(me)
+        assert ring.read_views(timeout=1) == [] and ring.at_eof
+
+
+def test_views_equal_copies_across_wrap_around():
+    rng = np.random.default_rng(5)
+    with SharedRing.create(8192) as ring:
+        me = ring.register_producer()
+        for i in range(300):
+            batch = [rng.bytes(int(n)) for n in rng.integers(0, 900, size=int(rng.integers(1, 4)))]
+            assert ring.try_write_batch(batch, target=i, producer=me)
+            got = ring.read_views(timeout=1)
+            assert [(t, bytes(v)) for t, v in got] == [(i, b) for b in batch]
+        assert ring.statistics().sequence_errors == 0 and ring.statistics().flush_wraps > 0
+
+
+def test_closing_with_views_out_releases_them():
+    ring = SharedRing.create(4096)
+    me = ring.register_producer()
+    ring.try_write_batch([b"held"], producer=me)
+    [(_, view)] = ring.try_read_views()
+    ring.close()
+    with pytest.raises(ValueError):
+        view.tobytes()

@@ -20,12 +20,13 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define MAX_PARTS 64
 #define HEADER 32
 
 static Py_ssize_t W_WPOS, W_RPOS, W_WAITERS, P_RESERVING, P_SEQ, P_RECORDS, P_PAYLOADS, P_BYTES;
-static Py_ssize_t W_RECORDS_READ, W_PAYLOADS_READ, W_BYTES_READ;
+static Py_ssize_t W_RECORDS_READ, W_PAYLOADS_READ, W_BYTES_READ, W_LAST_PUBLISH;
 static uint64_t WRITING, READY, READ_ST, KIND_BATCH;
 static int configured = 0;
 
@@ -33,9 +34,9 @@ static PyObject *
 layout(PyObject *self, PyObject *args)
 {
     unsigned long long writing, ready, read_st, kind_batch;
-    if (!PyArg_ParseTuple(args, "nnnnnnnnnnnKKKK", &W_WPOS, &W_RPOS, &W_WAITERS, &P_RESERVING, &P_SEQ,
+    if (!PyArg_ParseTuple(args, "nnnnnnnnnnnnKKKK", &W_WPOS, &W_RPOS, &W_WAITERS, &P_RESERVING, &P_SEQ,
                           &P_RECORDS, &P_PAYLOADS, &P_BYTES, &W_RECORDS_READ, &W_PAYLOADS_READ,
-                          &W_BYTES_READ, &writing, &ready, &read_st, &kind_batch))
+                          &W_BYTES_READ, &W_LAST_PUBLISH, &writing, &ready, &read_st, &kind_batch))
         return NULL;
     WRITING = writing; READY = ready; READ_ST = read_st; KIND_BATCH = kind_batch;
     configured = 1;
@@ -49,21 +50,25 @@ release_all(Py_buffer *views, int n)
         PyBuffer_Release(&views[i]);
 }
 
-/* try_write(base, data_off, cap, salt, slot, producer, kind, target, payloads)
+/* try_write(base, data_off, cap, salt, slot, producer, kind, target, payloads, writing)
  * Returns the consumer's "sleeping" flag (>= 0) after publishing, -1 when the general path must run
- * (wrap, full ring, too many parts, a payload that is not a contiguous buffer), or -2 when the
- * consumer declared the record failed before it was published (the caller writes it again). */
+ * (wrap, full ring, too many parts, a payload that is not a contiguous buffer, or writing[producer]
+ * set: a thread of this process is inside the general path for this producer), or -2 when the
+ * consumer declared the record failed before it was published (the caller writes it again).
+ * Holding the GIL from reservation to publish is what serialises this producer's writes. */
 static PyObject *
 try_write(PyObject *self, PyObject *args)
 {
     void *base_ptr;
-    PyObject *base_obj, *payloads;
+    PyObject *base_obj, *payloads, *writing;
     Py_ssize_t data_off, slot;
     unsigned long long cap, salt, target;
     unsigned int producer, kind;
-    if (!PyArg_ParseTuple(args, "OnKKnIIKO", &base_obj, &data_off, &cap, &salt, &slot, &producer, &kind,
-                          &target, &payloads))
+    if (!PyArg_ParseTuple(args, "OnKKnIIKOY", &base_obj, &data_off, &cap, &salt, &slot, &producer, &kind,
+                          &target, &payloads, &writing))
         return NULL;
+    if ((Py_ssize_t)producer >= PyByteArray_GET_SIZE(writing) || PyByteArray_AS_STRING(writing)[producer])
+        return PyLong_FromLong(-1);
     if (!configured) {
         PyErr_SetString(PyExc_RuntimeError, "_ringfast.layout() was not called");
         return NULL;
@@ -160,6 +165,9 @@ try_write(PyObject *self, PyObject *args)
     uint64_t expected = WRITING;
     if (!__atomic_compare_exchange_n((uint64_t *)rec, &expected, READY, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return PyLong_FromLong(-2);
+    struct timespec now;                    /* when it was published: the consumer's predictor learns from it */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    q[W_LAST_PUBLISH] = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
     s[P_SEQ] = seq + 1;
     s[P_RECORDS] += 1;
     s[P_PAYLOADS] += (uint64_t)npayloads;
@@ -168,20 +176,39 @@ try_write(PyObject *self, PyObject *args)
 }
 
 
-/* read_ready(base, data_off, cap, salt, scan, wpos, max_records, out, expected_seq)
+/* Append (target, payload) to out: payload a bytes copy, or a slice of `view` (the segment's memoryview:
+ * zero-copy, valid while the caller holds the record). */
+static int
+append_payload(PyObject *out, PyObject *target, PyObject *view, unsigned char *base, unsigned char *at,
+               Py_ssize_t n)
+{
+    PyObject *payload = view == Py_None ? PyBytes_FromStringAndSize((const char *)at, n)
+                                        : PySequence_GetSlice(view, at - base, at - base + n);
+    if (payload == NULL)
+        return -1;
+    PyObject *item = PyTuple_Pack(2, target, payload);
+    Py_DECREF(payload);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(out, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* read_ready(base, data_off, cap, salt, scan, wpos, max_records, out, expected_seq, view)
  * The right side of the consumer's window (Fig. 5b) in the common case: from the absolute position
- * `scan`, deliver consecutive READY records (valid tag, batch or single) as (target, bytes) tuples
- * appended to `out`, mark them READ, check each producer's sequence in `expected_seq` (a dict), and
+ * `scan`, deliver consecutive READY records (valid tag, batch or single) as (target, payload) tuples
+ * appended to `out` (bytes, or slices of `view` unless it is None), mark them READ, check each producer's sequence in `expected_seq` (a dict), and
  * stop at anything else — WRITING, FLUSH, FAILED, a missing header, the end of the lap — for ring.py's
  * general loop to handle. Returns (new scan, records delivered, sequence errors). */
 static PyObject *
 read_ready(PyObject *self, PyObject *args)
 {
-    PyObject *base_obj, *out, *expected;
+    PyObject *base_obj, *out, *expected, *view;
     Py_ssize_t data_off, max_records;
     unsigned long long cap, salt, scan, wpos;
-    if (!PyArg_ParseTuple(args, "OnKKKKnO!O!", &base_obj, &data_off, &cap, &salt, &scan, &wpos, &max_records,
-                          &PyList_Type, &out, &PyDict_Type, &expected))
+    if (!PyArg_ParseTuple(args, "OnKKKKnO!O!O", &base_obj, &data_off, &cap, &salt, &scan, &wpos, &max_records,
+                          &PyList_Type, &out, &PyDict_Type, &expected, &view))
         return NULL;
     void *base_ptr = PyLong_AsVoidPtr(base_obj);
     if (base_ptr == NULL && PyErr_Occurred())
@@ -220,23 +247,17 @@ read_ready(PyObject *self, PyObject *args)
                     ok = 0;
                     break;
                 }
-                PyObject *item = Py_BuildValue("(Oy#)", target_obj, (const char *)at, (Py_ssize_t)n);
-                if (item == NULL || PyList_Append(out, item) < 0) {
-                    Py_XDECREF(item);
+                if (append_payload(out, target_obj, view, (unsigned char *)base_ptr, at, (Py_ssize_t)n) < 0) {
                     Py_DECREF(target_obj);
                     return NULL;
                 }
-                Py_DECREF(item);
                 at += n;
             }
         } else {
-            PyObject *item = Py_BuildValue("(Oy#)", target_obj, (const char *)at, (Py_ssize_t)length);
-            if (item == NULL || PyList_Append(out, item) < 0) {
-                Py_XDECREF(item);
+            if (append_payload(out, target_obj, view, (unsigned char *)base_ptr, at, (Py_ssize_t)length) < 0) {
                 Py_DECREF(target_obj);
                 return NULL;
             }
-            Py_DECREF(item);
         }
         Py_DECREF(target_obj);
         if (!ok) {

@@ -347,11 +347,12 @@ class WakePipe:
             os.set_inheritable(fd, False)
         self.inode = os.fstat(self.r).st_ino
 
-    def wait(self, timeout: float) -> None:
-        """Sleep until a producer writes (or ``timeout`` s pass), then drain the pipe. Releases the GIL."""
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a producer writes (True) or ``timeout`` s pass (False); drains the pipe. Releases the GIL."""
         ready, _, _ = select.select([self.r], [], [], max(0.0, timeout))
         if ready:
             self.drain()
+        return bool(ready)
 
     def drain(self) -> None:
         try:

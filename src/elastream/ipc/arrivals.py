@@ -23,13 +23,30 @@ from __future__ import annotations
 
 __all__ = ["ArrivalPredictor"]
 
-_ALPHA = 0.125            # EWMA weight of a new sample (like TCP's SRTT)
-_PAUSE_FACTOR = 4.0       # a gap this many times the average is a pause, not a sample
-_CLIP = 3.0               # a gap error counts for at most this many times the current jitter
+_ALPHA = 0.125            # EWMA weight of a new sleep-overshoot sample
+_QUANTILE_STEP = 0.05     # the jitter quantile moves by this share of itself (plus 1 µs) per arrival
+_UP = 3.0                 # ... up 3x as far as down: it settles at the 75th percentile of |error|
+_SCORE = 0.125            # EWMA weight of a polling window's hit (1) or miss (0)
+_PROBE_EVERY = 8          # while the hit rate is poor, still try one window in this many
+_PHASE = 0.25             # share of an arrival's (clipped) error that moves the next expected time
+_FREQUENCY = 0.05         # ... and that corrects the gap
+_CLIP = 3.0               # an error counts for at most this many times the current jitter
+_STRIKES = 3              # arrivals in a row outside that bound: the rate changed, start over
+_PAUSE_GAPS = 8           # an arrival this many gaps late: the stream paused, re-anchor
 
 
 class ArrivalPredictor:
-    """Predicts the next record's arrival from the past ones and plans a polling window around it.
+    """Predicts the next record's arrival and plans a polling window around it (a phase-locked clock).
+
+    The expected time advances by the learned gap and is nudged by a quarter
+    of each arrival's error, clipped to a few times the jitter: a late
+    arrival (a stalled producer, a preempted vCPU) barely moves the schedule,
+    so the next on-time record is still expected on time. The jitter is the
+    75th percentile of the errors (a streaming quantile: arrival times on a
+    VM are heavy-tailed, and one stall must not widen every later window).
+    Three arrivals in a row far off the schedule mean the rate changed; the
+    clock starts over, keeping the jitter. While most windows miss, only one
+    in eight is tried, so a stream that cannot be predicted is not polled.
 
     ``duty``: the largest fraction of the gap spent polling (0 disables
     polling); ``min_lead``: the least time to poll before the expected arrival.
@@ -43,49 +60,75 @@ class ArrivalPredictor:
         assert start < 0.04 < stop and stop - start <= 0.1 * 0.01
     """
 
-    __slots__ = ("duty", "min_lead", "last", "gap", "dev", "lateness", "polls", "hits", "_pauses")
+    __slots__ = ("duty", "min_lead", "last", "gap", "next", "dev", "lateness", "polls", "hits", "score",
+                 "_strikes", "_skipped")
 
-    def __init__(self, duty: float = 0.1, min_lead: float = 60e-6):
+    def __init__(self, duty: float = 0.1, min_lead: float = 100e-6):
         self.duty = duty
         self.min_lead = min_lead
         self.last: float | None = None     # time the last record was seen
-        self.gap: float | None = None      # smoothed gap between records
-        self.dev = 0.0                     # smoothed |gap - expected gap| (the jitter)
+        self.gap: float | None = None      # learned gap between records
+        self.next: float | None = None     # expected time of the next record
+        self.dev = 0.0                     # 75th percentile of |arrival - expected| (the jitter)
         self.lateness = 100e-6             # smoothed overshoot of the consumer's timed sleeps
         self.polls = 0                     # polling windows opened
         self.hits = 0                      # ... that saw the record arrive
-        self._pauses = 0                   # long gaps in a row (three make a new rate)
+        self.score = 1.0                   # smoothed hit rate of the windows
+        self._strikes = 0
+        self._skipped = 0
 
     def arrived(self, now: float) -> None:
-        """A consumer that had to wait received a record at ``now`` (one call per wait)."""
-        last, self.last = self.last, now
+        """A consumer that had to wait received a record published at ``now`` (one call per wait).
+
+        Pass the producer's publish time, not the time the consumer noticed:
+        noticed through a wake-up, every arrival is late by about the same
+        amount, and a schedule learned from those would never open its window
+        early enough to see one on time.
+        """
+        last = self.last
+        if last is not None and now <= last:           # the same publish seen by two waits
+            return
+        self.last = now
         if last is None:
             return
-        sample = now - last
-        if self.gap is None or self._pauses >= 2:
-            self.gap, self.dev, self._pauses = sample, 0.0, 0
-        elif sample > _PAUSE_FACTOR * self.gap:
-            self._pauses += 1
-        else:
-            self._pauses = 0
-            # Gaps on a VM are heavy-tailed (a stalled vCPU shifts one arrival by a millisecond): clipping an
-            # outlier's weight keeps one hiccup from widening the window for the next dozen records.
-            error = min(abs(sample - self.gap), max(_CLIP * self.dev, self.min_lead))
-            self.dev += _ALPHA * (error - self.dev)
-            self.gap += _ALPHA * (sample - self.gap)
+        if self.gap is None or self.next is None or self._strikes >= _STRIKES:
+            self._restart(now, now - last)
+            return
+        gap = self.gap
+        periods = round((now - self.next) / gap)      # records the consumer did not wait for
+        if periods < 0 or periods > _PAUSE_GAPS:
+            self._strikes += 1
+            self.next = now + gap                     # early by half a gap or more, or a pause: re-anchor
+            return
+        error = now - (self.next + periods * gap)
+        bound = max(_CLIP * self.dev, 2.0 * self.min_lead)
+        self._strikes = self._strikes + 1 if abs(error) > bound else 0
+        clipped = min(bound, max(-bound, error))
+        step = _QUANTILE_STEP * self.dev + 1e-6
+        self.dev = self.dev + _UP * step if abs(error) > self.dev else max(0.0, self.dev - step)
+        self.gap = gap + _FREQUENCY * clipped / (periods + 1)
+        self.next += (periods + 1) * self.gap + _PHASE * clipped
+
+    def _restart(self, now: float, gap: float) -> None:
+        # the jitter is kept: a stream that keeps "changing rate" (Poisson, bursts) stays too jittery to poll
+        self.gap, self.next, self._strikes = gap, now + gap, 0
 
     def lead(self) -> float:
         """How long before (and after) the expected arrival to poll."""
-        return self.min_lead + 2.5 * self.dev
+        return self.min_lead + 2.0 * self.dev
 
     def plan(self, now: float) -> tuple[float, float] | None:
         """``(start, stop)`` of the next polling window, or None: just sleep (no history, irregular, or past)."""
-        if self.duty <= 0 or self.gap is None or self.last is None:
+        if self.duty <= 0 or self.gap is None or self.next is None or self.gap <= 0:
             return None
         lead = self.lead()
-        if 2.0 * lead > self.duty * self.gap:
+        if 2.0 * lead + self.lateness > self.duty * self.gap:   # a sleep that ends on time polls that much longer
             return None
-        expected = self.last + self.gap
+        if self.score < 0.5:                          # mostly missing: probe now and then
+            self._skipped += 1
+            if self._skipped % _PROBE_EVERY:
+                return None
+        expected = self.next
         if expected + lead <= now:
             return None
         return expected - lead, expected + lead
@@ -102,3 +145,4 @@ class ArrivalPredictor:
         """A polling window ended, with the record seen (``hit``) or not."""
         self.polls += 1
         self.hits += hit
+        self.score += _SCORE * (hit - self.score)

@@ -154,6 +154,7 @@ _W_DATA_SEQ, _W_DATA_WAITERS = 40, 41      # consumer sleeps here; producers wak
 _W_WAKE_TOKEN, _W_WAKE_PID, _W_WAKE_FD, _W_WAKE_INODE, _W_WAKE_BROKEN = 42, 43, 44, 45, 46  # its wake pipe
 _W_SPACE_WAITERS = 49                      # producers sleeping on the read cursor (a futex)
 _W_READ_POLL_NS, _W_POLL_WINDOWS, _W_POLL_HITS = 50, 51, 52   # the consumer's hybrid polling
+_W_LAST_PUBLISH_NS = 53                    # CLOCK_MONOTONIC of the latest publish (the predictor's arrivals)
 (_W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, _W_FAILED_SKIPPED, _W_MAX_OCCUPANCY, _W_READ_WAIT_NS,
  _W_EMPTY_RECOVERIES, _W_SEQUENCE_ERRORS) = range(56, 64)
 _CTRL_WORDS = 64
@@ -172,9 +173,11 @@ _MIN_CAPACITY = 4096
 
 _FUTEX = Futex()
 _PID = os.getpid()
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 if _ringfast is not None:
     _ringfast.layout(_W_WPOS, _W_RPOS, _W_DATA_WAITERS, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES,
-                     _W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, WRITING, READY, READ, KIND_BATCH)
+                     _W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, _W_LAST_PUBLISH_NS, WRITING, READY, READ,
+                     KIND_BATCH)
 
 
 def _refresh_pid() -> None:
@@ -327,6 +330,7 @@ class SharedRing:
         self._own: list[int] = []
         self._bound: dict[int, int] = {}
         self._locks: dict[int, threading.Lock] = {}
+        self._writing = bytearray(self._max_producers)   # ids inside the general write path (C declines them)
         self._last_rejected = HEADER_BYTES + _ALIGN
         self._wake_writer: tuple[int, int] = (0, -1)   # (consumer token, write fd of its wake pipe)
         self._wake_lock = threading.Lock()
@@ -341,10 +345,14 @@ class SharedRing:
         self._empty_since = self._empty_next_check = 0.0
         self._wake_pipe: WakePipe | None = None
         self._arrivals = ArrivalPredictor(_POLL_DUTY)
+        self._wait_t0 = self._wait_t1 = 0.0        # the last wait, settled at the start of the next one
+        self._poll: tuple[float, float, bool] | None = None
+        self._views_out: list[memoryview] = []   # payload views handed out by read_views
+        self._held: int | None = None             # the read cursor may not pass this while views are out
         self._seen_at = 0.0
         # runs on close() or when the handle is garbage collected: views first, then unmap, then unlink
         self._finalizer = weakref.finalize(self, _release, self._atomic, q, owner.close if owner else segment.close,
-                                           self._unlinker)
+                                           self._unlinker, self._views_out)
 
     def __reduce__(self) -> tuple:
         return (SharedRing.attach, (self.name,))
@@ -509,23 +517,55 @@ class SharedRing:
         Records of different producers may come out of reservation order; one
         producer's records never do.
         """
-        self._check_open()
-        with self._consumer_lock:
-            self._claim_consumer()
-            return self._read_locked(max_records)
+        return self._try_read(max_records, views=False)
+
+    def try_read_views(self, max_records: int = 64) -> list[tuple[int, memoryview]]:
+        """:meth:`try_read` without the copy: each payload is a read-only view into the ring.
+
+        TurboStream's one-copy path (§IV): the producer's write is the only
+        copy, and the consumer decodes straight from shared memory. The views
+        stay valid, and their space stays reserved (producers cannot reuse it),
+        until :meth:`release_views` or the next read of any kind; then they are
+        released, and using one raises ValueError.
+
+        Example: ``[(target, view)] = ring.try_read_views(1); header = bytes(view[:24]); ring.release_views()``
+        """
+        return self._try_read(max_records, views=True)
 
     def read(self, max_records: int = 64, timeout: float | None = None) -> list[tuple[int, bytes]]:
         """Blocking :meth:`try_read`: waits for data; returns ``[]`` only at end of stream.
 
         Raises TimeoutError when ``timeout`` seconds pass with nothing to read.
         """
+        return self._read_waiting(max_records, timeout, views=False)
+
+    def read_views(self, max_records: int = 64, timeout: float | None = None) -> list[tuple[int, memoryview]]:
+        """Blocking :meth:`try_read_views` (see there for how long the views live)."""
+        return self._read_waiting(max_records, timeout, views=True)
+
+    def release_views(self) -> None:
+        """Release the views of the last :meth:`read_views` and free their space for producers."""
+        with self._consumer_lock:
+            if self._views_out or self._held is not None:
+                self._release_views_locked()
+
+    def _try_read(self, max_records: int, views: bool) -> list:
+        self._check_open()
+        with self._consumer_lock:
+            self._claim_consumer()
+            if self._views_out or self._held is not None:
+                self._release_views_locked()
+            return self._read_locked(max_records, views)
+
+    def _read_waiting(self, max_records: int, timeout: float | None, views: bool) -> list:
         deadline = None if timeout is None else time.monotonic() + timeout
-        waited = False
+
+        def attempt() -> list:
+            return self._try_read(max_records, views)
+
         while True:
-            records = self.try_read(max_records)
+            records = attempt()
             if records:
-                if waited:
-                    self._arrivals.arrived(self._seen_at)
                 return records
             if self.at_eof:
                 return []
@@ -534,7 +574,10 @@ class SharedRing:
                 raise TimeoutError(f"ring {self.name}: nothing to read within {timeout} s")
             self._check_open()
             if not self._readable():
-                waited = self._wait_data(remaining, recheck=False) or waited   # straight back to try_read
+                # polls by reading, so the records come straight out of the wait (its code warm from polling)
+                records = self._wait_data(remaining, recheck=False, attempt=attempt)
+                if isinstance(records, list) and records:
+                    return records
 
     def wait_readable(self, timeout: float | None = None) -> bool:
         """Wait until :meth:`try_read` can make progress or the stream has ended; False on timeout.
@@ -546,10 +589,7 @@ class SharedRing:
             return True
         if timeout is not None and timeout <= 0:
             return False
-        if self._wait_data(timeout, recheck=True):
-            self._arrivals.arrived(self._seen_at)
-            return True
-        return False
+        return bool(self._wait_data(timeout, recheck=True))
 
     def release_consumer(self) -> None:
         """Give up the consumer role so another handle (in any process) can take it over.
@@ -557,6 +597,11 @@ class SharedRing:
         Records already read stay marked READ and are not delivered again.
         """
         with self._consumer_lock:
+            if self._views_out or self._held is not None:
+                if self._token and self._token_pid == _PID and not self._closed:
+                    self._release_views_locked()
+                else:
+                    self._drop_views()
             if self._token and self._token_pid == _PID and not self._closed:
                 self._atomic.cas(_W_WAKE_TOKEN * 8, self._token, 0)
                 self._atomic.cas(_W_CONSUMER_TOKEN * 8, self._token, 0)
@@ -587,6 +632,8 @@ class SharedRing:
     def statistics(self) -> RingStats:
         """A snapshot of the ring's counters (readable from any handle)."""
         self._check_open()
+        with self._consumer_lock:
+            self._settle_last_wait()
         q = self._q
         word = q[_W_PRODUCERS]
         registered = min(word & _M32, self._max_producers)
@@ -642,23 +689,23 @@ class SharedRing:
         """The common append in one C call (``_ringfast.try_write``); False: take the general path.
 
         The general path handles what the C call declines — wrap-around, a
-        full ring, a record the consumer declared failed, unusual payloads —
-        and raises the errors; both write the same record format.
+        full ring, a record the consumer declared failed, unusual payloads, a
+        producer id's first write in this process — and raises the errors;
+        both write the same record format. No lock: the call holds the GIL
+        from reservation to publish, and it declines while a thread of this
+        handle is inside the general path for the same id (``_writing``).
         """
         if not self.fast or self._closed or type(payloads) is not list or not 0 <= target <= _M32:
             return False
         own = self._own
         pid = own[0] if producer is None and len(own) == 1 else self._resolve(producer)
-        slot = _CTRL_WORDS + pid * _SLOT_WORDS
-        lock = self._locks.get(pid) or self._locks.setdefault(pid, threading.Lock())
-        with lock:
-            if self._bound.get(pid) != _PID:
-                self._bind(pid)
-            status = _ringfast.try_write(self._base, self._data, self._cap, self._salt, slot, pid, kind, target,
-                                         payloads)
+        if self._bound.get(pid) != _PID:
+            return False
+        status = _ringfast.try_write(self._base, self._data, self._cap, self._salt, _CTRL_WORDS + pid * _SLOT_WORDS,
+                                     pid, kind, target, payloads, self._writing)
         if status < 0:
             if status == -2:
-                self._q[slot + _P_REWRITES] += 1
+                self._q[_CTRL_WORDS + pid * _SLOT_WORDS + _P_REWRITES] += 1
             return False
         if status:
             self._wake_consumer()
@@ -682,24 +729,34 @@ class SharedRing:
         with lock:
             if self._bound.get(pid) != _PID:
                 self._bind(pid)
-            q, cas = self._q, self._atomic.cas
-            slot = _CTRL_WORDS + pid * _SLOT_WORDS
-            while True:
-                reserved = self._reserve(slot, size)
-                if reserved is None:
-                    self._last_rejected = size
-                    q[slot + _P_FULL] += 1
-                    return False
-                w, pad = reserved
-                status_word = self._fill(w, pad, slot, pid, kind, target, length, parts, lengths)
-                # publish: the status is written last, by CAS (the consumer may have declared it failed)
-                if cas(status_word * 8, WRITING, READY):
-                    break
-                q[slot + _P_REWRITES] += 1
-            q[slot + _P_SEQ] += 1
-            q[slot + _P_RECORDS] += 1
-            q[slot + _P_PAYLOADS] += len(lengths)
-            q[slot + _P_BYTES] += length
+            self._writing[pid] = 1                      # the C path declines this id until we are done
+            try:
+                return self._write_locked(pid, size, kind, target, length, parts, lengths)
+            finally:
+                self._writing[pid] = 0
+
+    def _write_locked(self, pid: int, size: int, kind: int, target: int, length: int, parts: list,
+                      lengths: list[int]) -> bool:
+        """Reserve, fill, publish (the caller holds the id's lock); False when the ring is full."""
+        q, cas = self._q, self._atomic.cas
+        slot = _CTRL_WORDS + pid * _SLOT_WORDS
+        while True:
+            reserved = self._reserve(slot, size)
+            if reserved is None:
+                self._last_rejected = size
+                q[slot + _P_FULL] += 1
+                return False
+            w, pad = reserved
+            status_word = self._fill(w, pad, slot, pid, kind, target, length, parts, lengths)
+            # publish: the status is written last, by CAS (the consumer may have declared it failed)
+            if cas(status_word * 8, WRITING, READY):
+                break
+            q[slot + _P_REWRITES] += 1
+        q[_W_LAST_PUBLISH_NS] = time.monotonic_ns()
+        q[slot + _P_SEQ] += 1
+        q[slot + _P_RECORDS] += 1
+        q[slot + _P_PAYLOADS] += len(lengths)
+        q[slot + _P_BYTES] += length
         if q[_W_DATA_WAITERS]:                          # one load unless the consumer sleeps
             self._wake_consumer()
         return True
@@ -829,7 +886,7 @@ class SharedRing:
         self._expected_seq = {}
         self._empty_pos = -1
 
-    def _read_locked(self, max_records: int) -> list[tuple[int, bytes]]:
+    def _read_locked(self, max_records: int, views: bool = False) -> list[tuple[int, Any]]:
         q, cap, data, salt = self._q, self._cap, self._data, self._salt
         out: list[tuple[int, bytes]] = []
         records = failed = 0
@@ -843,7 +900,7 @@ class SharedRing:
                 if status == WRITING and now >= e.next_check:
                     status = self._check_writer(e, now)
                 if status == READY and e.producer not in blocked and records < max_records:
-                    self._deliver(out, e.word, e.start, e.length, e.target, e.seq, e.producer, e.kind)
+                    self._deliver(out, e.word, e.start, e.length, e.target, e.seq, e.producer, e.kind, views)
                     records += 1
                 elif status == FAILED:
                     failed += 1
@@ -854,7 +911,8 @@ class SharedRing:
         scan = self._scan
         if self.fast and not blocked and scan < w:  # the common case in one C call; it stops where the loop starts
             scan, delivered, seq_errors = _ringfast.read_ready(self._base, data, cap, salt, scan, w,
-                                                               max_records - records, out, self._expected_seq)
+                                                               max_records - records, out, self._expected_seq,
+                                                               self._buf if views else None)
             records += delivered
             if seq_errors:
                 q[_W_SEQUENCE_ERRORS] += seq_errors
@@ -878,7 +936,7 @@ class SharedRing:
                 continue
             length, target, seq, producer, kind = _REST.unpack_from(self._buf, start + 8)
             if status == READY and producer not in blocked:
-                self._deliver(out, word, start, length, target, seq, producer, kind)
+                self._deliver(out, word, start, length, target, seq, producer, kind, views)
                 records += 1
             elif status == WRITING or status == READY:
                 self._pending.append(_Pending(scan, word, start, producer, length, target, seq, kind,
@@ -888,15 +946,10 @@ class SharedRing:
                 failed += 1
             scan += (HEADER_BYTES + length + _ALIGN - 1) & -_ALIGN
         self._scan = scan
-        head = self._pending[0].pos if self._pending else scan
-        if head != self._head:
-            occupancy = w - self._head
-            if occupancy > q[_W_MAX_OCCUPANCY]:
-                q[_W_MAX_OCCUPANCY] = occupancy
-            self._head = head
-            q[_W_RPOS] = head                       # frees the space (Fig. 5e) ...
-            if q[_W_SPACE_WAITERS] and _FUTEX.available:
-                _FUTEX.wake(self._atomic.address(_W_RPOS * 8), 1 << 30)   # ... and wakes blocked producers
+        if views and out:                       # viewed records keep their space until release_views()
+            self._views_out.extend(payload for _, payload in out)
+            self._held = self._head
+        self._publish_head(self._pending[0].pos if self._pending else scan)
         if records:
             q[_W_RECORDS_READ] += records
             q[_W_PAYLOADS_READ] += len(out)
@@ -904,18 +957,41 @@ class SharedRing:
             q[_W_FAILED_SKIPPED] += failed
         return out
 
+    def _publish_head(self, head: int) -> None:
+        """Move the read cursor to ``head`` (held back by viewed records), freeing space (Fig. 5e)."""
+        if self._held is not None:
+            head = min(head, self._held)
+        if head != self._head:
+            q = self._q
+            occupancy = q[_W_WPOS] - self._head
+            if occupancy > q[_W_MAX_OCCUPANCY]:
+                q[_W_MAX_OCCUPANCY] = occupancy
+            self._head = head
+            q[_W_RPOS] = head                       # frees the space ...
+            if q[_W_SPACE_WAITERS] and _FUTEX.available:
+                _FUTEX.wake(self._atomic.address(_W_RPOS * 8), 1 << 30)   # ... and wakes blocked producers
+
+    def _release_views_locked(self) -> None:
+        self._drop_views()
+        self._publish_head(self._pending[0].pos if self._pending else self._scan)
+
+    def _drop_views(self) -> None:
+        """Release the views handed out (a later use raises instead of reading reused space)."""
+        _release_views(self._views_out)
+        self._held = None
+
     def _deliver(self, out: list, word: int, start: int, length: int, target: int, seq: int, producer: int,
-                 kind: int) -> None:
+                 kind: int, views: bool = False) -> None:
         buf = self._buf
         at = start + HEADER_BYTES
         if kind == KIND_SINGLE:
-            out.append((target, buf[at:at + length].tobytes()))
+            out.append((target, buf[at:at + length] if views else buf[at:at + length].tobytes()))
         else:
             end = at + length
             while at < end:
                 (n,) = _U32.unpack_from(buf, at)
                 at += 4
-                out.append((target, buf[at:at + n].tobytes()))
+                out.append((target, buf[at:at + n] if views else buf[at:at + n].tobytes()))
                 at += n
         self._q[word] = READ
         self._q[_W_BYTES_READ] += length
@@ -993,27 +1069,31 @@ class SharedRing:
         return self.at_eof
 
     # == internals: waiting =========================================================================
-    def _wait_data(self, timeout: float | None, recheck: bool) -> bool:
+    def _wait_data(self, timeout: float | None, recheck: bool, attempt: Any = None) -> Any:
         """The consumer waits for a publish: a short poll, a hybrid poll near the expected arrival, then sleep.
 
-        Announcing is a flag the consumer sets with a full barrier and a waker
-        clears just before it wakes, so nothing runs on the consumer's side
-        between a wake-up and its next read (the first code after a sleep is
-        the slow part of a wake-up). Every clear is followed by a wake, so a
-        cleared announcement never leaves the consumer asleep with data ready.
+        ``attempt`` (default: is anything readable?) is what the polls call;
+        its truthy result is returned (a reader passes its read, so records
+        come straight out of the poll), False on timeout. Announcing is a flag
+        the consumer sets with a full barrier and a waker clears just before
+        it wakes, so nothing runs on the consumer's side between a wake-up and
+        its next read (the first code after a sleep is the slow part of a
+        wake-up). Every clear is followed by a wake, so a cleared announcement
+        never leaves the consumer asleep with data ready.
         """
-        t0 = time.perf_counter()
+        self._settle_last_wait()
+        t0 = self._wait_t0 = time.perf_counter()
         deadline = None if timeout is None else time.monotonic() + timeout
-        q, predicate = self._q, self._readable
+        predicate = attempt or self._readable
         try:
             spin_end = t0 + _SPIN
             while time.perf_counter() < spin_end:
-                if predicate():
-                    return self._seen()
+                if got := predicate():
+                    return self._seen(got)
             can_sleep = _FUTEX.available or self._wake_pipe is not None
-            plan = self._arrivals.plan(time.perf_counter()) if can_sleep else None
-            if plan is not None and self._hybrid_poll(plan, deadline):
-                return self._seen()
+            plan = self._arrivals.plan(time.monotonic()) if can_sleep else None
+            if plan is not None and (got := self._hybrid_poll(plan, deadline, predicate)):
+                return self._seen(got)
             while not self._closed:
                 remaining = _MAX_SLEEP if deadline is None else min(_MAX_SLEEP, deadline - time.monotonic())
                 if remaining <= 0:
@@ -1021,21 +1101,45 @@ class SharedRing:
                 if not can_sleep:
                     time.sleep(min(remaining, 1e-3))             # no wake-up channel: capped polling
                 elif self._sleep_announced(remaining):
-                    return self._seen()
-                if not recheck or predicate():
-                    return self._seen()
+                    return self._seen(True)
+                if not recheck:
+                    return self._seen(True)
+                if got := predicate():
+                    return self._seen(got)
             return False
         finally:
-            if not self._closed:
-                q[_W_READ_WAIT_NS] += int((time.perf_counter() - t0) * 1e9)
+            self._wait_t1 = time.perf_counter()
 
-    def _seen(self) -> bool:
-        """Data became readable now: the arrival time the predictor learns from (not the later read's)."""
-        self._seen_at = time.perf_counter()
-        return True
+    def _seen(self, got: Any) -> Any:
+        """Data arrived: note when it was published (the predictor learns it at the next wait); return ``got``."""
+        self._seen_at = self._q[_W_LAST_PUBLISH_NS] / 1e9
+        return got
 
-    def _sleep_announced(self, seconds: float) -> bool:
-        """Announce, re-check, sleep on the wake pipe (or futex) for at most ``seconds``; True if data was there."""
+    def _settle_last_wait(self) -> None:
+        """The last wait's bookkeeping, done at the start of the next one: off the path from data to caller."""
+        if self._seen_at:
+            self._arrivals.arrived(self._seen_at)
+            self._seen_at = 0.0
+        if self._closed:
+            return
+        q = self._q
+        if self._wait_t1:
+            q[_W_READ_WAIT_NS] += int((self._wait_t1 - self._wait_t0) * 1e9)
+            self._wait_t1 = 0.0
+        if self._poll:
+            t_poll, t_end, hit = self._poll
+            self._poll = None
+            self._arrivals.polled(hit)
+            q[_W_READ_POLL_NS] += int((t_end - t_poll) * 1e9)
+            q[_W_POLL_WINDOWS] += 1
+            q[_W_POLL_HITS] += hit
+
+    def _sleep_announced(self, seconds: float) -> bool | None:
+        """Announce, re-check, sleep on the wake pipe (or futex) for at most ``seconds``.
+
+        True: data was there before sleeping; None: a producer's wake-up ended
+        the sleep (or it cannot tell: the futex); False: the time ran out.
+        """
         q = self._q
         self._atomic.store(_W_DATA_WAITERS * 8, 1)    # announce (a full barrier) ...
         seq = q[_W_DATA_SEQ]
@@ -1043,45 +1147,43 @@ class SharedRing:
             return True
         pipe = self._wake_pipe
         if pipe is not None and not q[_W_WAKE_BROKEN]:
-            pipe.wait(seconds)
-        else:
-            _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, seconds)
-        return False
+            return None if pipe.wait(seconds) else False
+        _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, seconds)
+        return None
 
-    def _hybrid_poll(self, plan: tuple[float, float], deadline: float | None) -> bool:
+    def _hybrid_poll(self, plan: tuple[float, float], deadline: float | None, predicate: Any) -> Any:
         """Sleep (announced) until just before the expected arrival, then poll unannounced up to ``plan[1]``.
 
         While the consumer polls, producers see no announcement and skip the
         wake-up syscall; the predictor keeps the window within its duty share
-        of the gap (:mod:`elastream.ipc.arrivals`). True when data became readable.
+        of the gap (:mod:`elastream.ipc.arrivals`). Returns ``predicate()``'s
+        truthy result, or False.
         """
-        arrivals, clock, predicate = self._arrivals, time.perf_counter, self._readable
+        arrivals, clock = self._arrivals, time.monotonic   # the clock of the publish stamps
         start, stop = plan
         if deadline is not None:
-            stop = min(stop, clock() + max(0.0, deadline - time.monotonic()))
+            stop = min(stop, deadline)
         wake_at = arrivals.sleep_until(start)
         nap = wake_at - clock()
         if nap > 0:
-            if self._sleep_announced(nap):
+            slept = self._sleep_announced(nap)
+            if slept:
                 return True
             now = clock()
-            if predicate():                           # woken by a producer: earlier than expected
-                return True
-            arrivals.woke(wake_at, now)
+            if slept is False or now > wake_at:       # learn how late timed sleeps end (a wake-up after the
+                arrivals.woke(wake_at, now)           # planned end counts too: the timer had not fired yet)
+            if got := predicate():                    # woken by a producer, or the sleep overshot the window
+                return got
         q = self._q
         q[_W_DATA_WAITERS] = 0                        # unannounced: a racing waker's byte only ends a later sleep
         t_poll = clock()
-        hit = False
+        got = False
         while clock() < stop and not self._closed:
-            if predicate():
-                hit = True
+            if got := predicate():
                 break
-        arrivals.polled(hit)
-        if not self._closed:
-            q[_W_READ_POLL_NS] += int((clock() - t_poll) * 1e9)
-            q[_W_POLL_WINDOWS] += 1
-            q[_W_POLL_HITS] += hit
-        return hit
+            _yield()                                  # a producer woken on this CPU runs at once, not after us
+        self._poll = (t_poll, clock(), bool(got))   # counted at the next wait (or statistics())
+        return got
 
     def _wait_space(self, size: int, timeout: float | None) -> bool:
         """A producer waits until ``size`` bytes fit: a short poll, then a futex sleep on the read cursor.
@@ -1199,12 +1301,23 @@ def _gather(payloads: Iterable[Any]) -> tuple[list[list[Any]], list[int]]:
     return parts, lengths
 
 
-def _release(atomic: AtomicWords, q: memoryview, unmap: Any, unlinker: _Unlinker | None) -> None:
+def _release(atomic: AtomicWords, q: memoryview, unmap: Any, unlinker: _Unlinker | None,
+             views: list[memoryview]) -> None:
+    _release_views(views)                      # views a read_views caller still holds: released, not dangling
     atomic.release()
     q.release()
-    unmap()
+    try:
+        unmap()
+    except BufferError:                        # a view the caller sliced further keeps the mapping: it goes with it
+        pass
     if unlinker is not None:
         unlinker()
+
+
+def _release_views(views: list[memoryview]) -> None:
+    for view in views:
+        view.release()
+    views.clear()
 
 
 class _Unlinker:

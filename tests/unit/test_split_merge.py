@@ -273,3 +273,63 @@ def test_choose_moves_is_proportional_and_keeps_the_source_loaded():
     meter.observe([0.2, 3.0])
     meter.observe([0.4, 0.0])
     assert meter.take() == pytest.approx([0.3, 0.5]) and meter.take() is None  # fills count at most 1
+
+
+class _RecordingPort:
+    """An output port stand-in whose push never blocks."""
+
+    def __init__(self):
+        self.items: list = []
+
+    async def push(self, item):
+        self.items.append(item)
+
+
+def _finish(coro) -> None:
+    """Run a coroutine that does not suspend (its pushes never block) to completion."""
+    with pytest.raises(StopIteration):
+        coro.send(None)
+
+
+def test_keyed_split_holds_back_only_the_pieces_of_a_replica_whose_backlog_is_full():
+    from elastream.ordered.rebalance import START_WINDOW, SplitMergeLink
+    from elastream.ordered.split_merge import EXPORT_SEQ
+
+    link = SplitMergeLink(2)
+    split = OrderedSplit(2, key=lambda e: e, partitions=2, link=link)
+    outs = [_RecordingPort(), _RecordingPort()]
+    link.sent[0] = START_WINDOW                         # replica 0 has a full backlog, replica 1 none
+    for seq in range(3):
+        for r, piece in split._route_by_key(seq, [0, 1, 2, 3]):
+            split._enqueue(r, piece, len(piece[3]))
+    split._enqueue(0, (EXPORT_SEQ, 0, [0, 2]), 0)       # a control message queues behind the pieces
+    _finish(split._flush(outs))
+    assert [p[0] for p in outs[1].items] == [0, 1, 2]   # the free replica got every piece, in order
+    assert outs[0].items == [] and split.queued() == 6
+    link.done[0] = START_WINDOW                         # replica 0 caught up
+    _finish(split._flush(outs))
+    assert [p[0] for p in outs[0].items] == [0, 1, 2, EXPORT_SEQ] and split.queued() == 0
+    assert link.sent == [START_WINDOW + 6, 6]
+
+
+def test_keyed_replicas_with_a_slow_one_keep_order_and_state():
+    """A replica slower than the other holds back only its own pieces; outputs stay in sequential order."""
+    build = lambda s: s.key_by(lambda e: e[0], partitions=2).process(_sleepy_count(0.0), state=int, name="x")
+    expected = sequential(build, 3_000)
+    flow = replicate_flow(pipeline(build, 3_000), {"x": 2}, chunk=16)
+    flow[replica_name("x", 0)].operator.inner.step = _sleepy_count(0.0003)
+    flow[replica_name("x", 1)].operator.inner.step = _sleepy_count(0.00002)
+    result = run_with_deadline(flow, threads=3)
+    assert result.outputs["out"] == expected
+    assert flow[split_name("x")].operator.queued() == 0
+
+
+def test_a_linked_split_buffers_two_whole_batches_whatever_the_queue_size():
+    from elastream.ordered.split_merge import MAX_CHUNK
+    from elastream.runtime.compile import compile_flow
+
+    flow = replicate_flow(pipeline(PARTITIONED["reduce"]), {"x": 2})
+    compiled = compile_flow(flow, max_queue_size=64, batch_size=16)
+    capacity = {t.name: t.inputs[0].capacity for t in compiled.tasks if t.inputs}
+    assert capacity[split_name("x")] == 2 * MAX_CHUNK   # a batch sized by the measured cost is not cut short
+    assert capacity["out"] == 64 and capacity[replica_name("x", 0)] == 64

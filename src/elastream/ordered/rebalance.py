@@ -10,7 +10,8 @@ replica's backlog (tuples sent and not yet finished) and
 
 * bounds the backlog of every replica to about :data:`WINDOW_S` seconds of
   *that replica's* work, so it does not push the whole input out at the start
-  (what has been sent can no longer be balanced);
+  (what has been sent can no longer be balanced); a keyed split queues a full
+  replica's pieces (up to :data:`HOLD` of its window) and keeps feeding the others;
 * stateless operators: sends each batch to the replica whose backlog is the
   smallest fraction of its window (join-shortest-queue) instead of blind
   round-robin;
@@ -61,6 +62,9 @@ GAIN = 0.35
 THROTTLE_S = 0.002
 #: A split that waited for a full backlog resumes when it is down to this fraction of the window.
 RESUME = 0.5
+#: A keyed split queues at most HOLD of a replica's window for a replica whose backlog is full (so the
+#: others keep working meanwhile), then waits.
+HOLD = 0.5
 
 
 class SplitMergeLink:

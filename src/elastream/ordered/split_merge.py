@@ -36,7 +36,12 @@ When the split and the merge share a process they also share a
 :class:`~elastream.ordered.rebalance.SplitMergeLink`: the split then bounds
 each replica's backlog, sends stateless batches to the least loaded replica
 and moves partitions (with their state) away from a replica that lags
-(:mod:`elastream.ordered.rebalance`).
+(:mod:`elastream.ordered.rebalance`). A keyed split then also keeps one queue
+per replica: a batch's pieces wait there while their replica's backlog is
+full, so a replica that is slow for a moment (its core shared, its process
+busy with other operators, an export waiting behind its backlog) holds back
+only its own pieces while the other replicas keep working; the split stops
+taking input only when one queue holds more than ``HOLD`` of its window.
 
 Wire format (plain tuples: they cross shared-memory rings, pickled in batches)
 ------------------------------------------------------------------------------
@@ -64,13 +69,14 @@ Port capacities on replicated edges count pieces, not tuples.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
-from elastream.ordered.rebalance import (RESUME, THROTTLE_S, FillMeter, Move, SplitMergeLink, choose_moves,
+from elastream.ordered.rebalance import (HOLD, RESUME, THROTTLE_S, FillMeter, Move, SplitMergeLink, choose_moves,
                                          keyed_state)
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
@@ -80,7 +86,7 @@ END_SEQ, STATE_SEQ, EXPORT_SEQ, IMPORT_SEQ = -1, -2, -3, -4
 DEFAULT_CHUNK = 256
 #: With a link, batches hold about PIECE_S seconds of work per replica, within these bounds: big enough
 #: that per-piece costs (an activation, a ring record) vanish, small enough to balance and to keep latency.
-PIECE_S = 0.005
+PIECE_S = 0.02
 MIN_CHUNK, MAX_CHUNK = 16, 4096
 #: Batches the merge's reorder buffer holds before it parks later ones aside.
 DEFAULT_REORDER_CAPACITY = 4096
@@ -136,6 +142,9 @@ class OrderedSplit(Operator):
         if len(self.table) != self.partitions or not all(0 <= r < replicas for r in self.table):
             raise ValueError(f"table must map each of {self.partitions} partitions to a replica in 0..{replicas - 1}")
         self.link = link
+        # Tuples the input port holds at least: two batches, so a batch sized by the measured cost is not
+        # cut short by the runner's max_queue_size (nor the split's pace tied to one upstream activation).
+        self.input_capacity = 2 * (chunk if chunk is not None else MAX_CHUNK if link is not None else DEFAULT_CHUNK)
         self.moves_enabled = bool(moves and link is not None and key is not None and replicas > 1)
         self._active = list(range(replicas))
         self._requested: list[int] | None = None
@@ -147,6 +156,10 @@ class OrderedSplit(Operator):
         self._keys: list[list] = [[] for _ in range(self.partitions)]
         self._seen: set = set()
         self._meter = FillMeter(replicas)
+        # A keyed split with a link queues each replica's pieces and sends them while its backlog has room.
+        keyed_link = link is not None and key is not None and replicas > 1
+        self._queues: list[deque] | None = [deque() for _ in range(replicas)] if keyed_link else None
+        self._queued = [0] * replicas
         self._direction: tuple[int, int] | None = None
         self._next_check = 0.0
         self._next_decision = 0.0
@@ -179,18 +192,26 @@ class OrderedSplit(Operator):
         outs = ctx.outputs
         spec = {port: 1}
         route = self._route_stateless if self.key is None else self._route_by_key
+        queued = self._queues is not None
         seq = 0
         while await ctx.wait_for_any(spec) is Status.DONE:
             if self.link is not None:
                 await self._settle(ctx)
             items = port.pop_many(self._batch_size())
             for r, piece in route(seq, items):
-                await self._send(outs, r, piece)
+                if queued:
+                    self._enqueue(r, piece, len(piece[3]))
+                else:
+                    await self._send(outs, r, piece)
+            if queued:
+                await self._flush(outs)
             seq += 1
             self.batches = seq
-        while self._moves and not ctx.shutdown_requested:  # deliver the partitions still on their way
+        # Deliver the partitions still on their way and what waits in the queues.
+        while (self._moves or self.queued()) and not ctx.shutdown_requested:
             await self._deliver_states(outs)
-            if self._moves:
+            await self._flush(outs)
+            if self._moves or self.queued():
                 await ctx.sleep(THROTTLE_S)
 
     def _batch_size(self) -> int:
@@ -207,8 +228,39 @@ class OrderedSplit(Operator):
             self.link.sent[r] += len(piece[3])
         await outs[r].push(piece)
 
+    def queued(self) -> int:
+        """Tuples routed to a replica but still held in the split's queues (keyed split with a link)."""
+        return sum(self._queued) if self._queues is not None else 0
+
+    def _enqueue(self, r: int, msg: tuple, tuples: int) -> None:
+        self._queues[r].append((msg, tuples))  # type: ignore[index]
+        self._queued[r] += tuples
+
+    async def _flush(self, outs: list) -> None:
+        """Send each replica's queued messages, in order, while its backlog is below its window.
+
+        A keyed batch is cut into one piece per replica; with a queue per
+        replica, a replica whose backlog is full (slow, or busy with a move's
+        export) holds only its own pieces back, and the others keep working.
+        """
+        link = self.link
+        backlog, windows = link.backlog(), link.windows()  # type: ignore[union-attr]
+        for r, queue in enumerate(self._queues):  # type: ignore[arg-type]
+            room = windows[r] - backlog[r]
+            while queue and (room > 0 or queue[0][1] == 0):
+                msg, tuples = queue.popleft()
+                self._queued[r] -= tuples
+                room -= tuples
+                link.sent[r] += tuples  # type: ignore[union-attr]
+                await outs[r].push(msg)
+
     async def _settle(self, ctx) -> None:
-        """With a link: deliver returned states, consider a move, and wait while a replica has a full backlog."""
+        """With a link: deliver returned states, consider a move, and wait while the split must hold back.
+
+        Keyed: flush the per-replica queues and wait while one of them holds
+        more than HOLD of its replica's window. Stateless: wait while every
+        active replica's backlog is full.
+        """
         link = self.link
         outs = ctx.outputs
         limit = 1.0
@@ -216,17 +268,21 @@ class OrderedSplit(Operator):
             await self._deliver_states(outs)
             if self.moves_enabled:
                 await self._balance(outs)
-            fill = link.fill()
+            if self._queues is not None:
+                await self._flush(outs)
+                fill = [q / (HOLD * w) for q, w in zip(self._queued, link.windows())]
+            else:
+                fill = link.fill()
             if not self._must_wait(fill, limit):
                 return
-            # Once full, wait until the backlog is down to RESUME: then a wake-up sends many batches,
-            # not one (each activation of the split costs scheduler work on this process's worker).
+            # Once full, wait until down to RESUME: then a wake-up sends many batches, not one
+            # (each activation of the split costs scheduler work on this process's worker).
             limit = RESUME
             await ctx.sleep(THROTTLE_S)  # a timer, not a poll: the worker runs other operators meanwhile
 
     def _must_wait(self, fill: list[float], limit: float) -> bool:
-        """A keyed split waits while any replica's backlog is at ``limit`` (a fraction of its window);
-        a stateless one only while every active replica's is (it can send the batch to any of them)."""
+        """A keyed split waits while any replica's queue is at ``limit`` (a fraction of its bound);
+        a stateless one while every active replica's backlog is (it can send the batch to any of them)."""
         if self.key is None:
             return min(fill[r] for r in self._active) >= limit
         return max(fill) >= limit
@@ -245,7 +301,7 @@ class OrderedSplit(Operator):
             # A replica still starting (its process booting) looks full: judge only once all run.
             self._next_decision = now + DECIDE_S
             return
-        self._meter.observe(link.fill())  # type: ignore[union-attr]
+        self._meter.observe(self._pressure())
         if now < self._next_decision or self._moves:
             return
         self._next_decision = now + DECIDE_S
@@ -258,15 +314,25 @@ class OrderedSplit(Operator):
         for p, source, target in moves:
             self._moves[p] = Move(p, source, target)
             self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
-            await outs[source].push((EXPORT_SEQ, p, list(self._keys[p])))
+            self._enqueue(source, (EXPORT_SEQ, p, list(self._keys[p])), 0)  # behind p's last queued tuples
+        if moves:
+            await self._flush(outs)
+
+    def _pressure(self) -> list[float]:
+        """Each replica's backlog plus queued tuples as a fraction of its window (the fill the moves follow)."""
+        link = self.link
+        backlog = link.backlog()  # type: ignore[union-attr]
+        if self._queues is not None:
+            backlog = [b + q for b, q in zip(backlog, self._queued)]
+        return [b / w for b, w in zip(backlog, link.windows())]  # type: ignore[union-attr]
 
     async def _deliver_states(self, outs: list) -> None:
         states = self.link.states  # type: ignore[union-attr]
         for p in [p for p in self._moves if p in states]:
             move = self._moves.pop(p)
-            await outs[move.target].push((IMPORT_SEQ, p, states.pop(p)))
+            self._enqueue(move.target, (IMPORT_SEQ, p, states.pop(p)), 0)
             for piece in move.held:
-                await self._send(outs, move.target, piece)
+                self._enqueue(move.target, piece, len(piece[3]))
             self.table[p] = move.target
             self.moves_done += 1
             if not self._moves:  # fills from before the move say nothing about after it

@@ -83,7 +83,9 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
         op = handle.operator
         task = make_task(name, op, i, batch_size=batch_size, threads=threads, reorder=reorder,
                          partitioning=partitioning)
-        task.inputs = [PortBuffer(task, p, max_queue_size, f"{name}.in_({p})") for p in range(op.n_inputs)]
+        # An operator may need more input buffered than max_queue_size (an ordered split cuts whole batches).
+        capacity = max(max_queue_size, int(getattr(op, "input_capacity", 0) or 0))
+        task.inputs = [PortBuffer(task, p, capacity, f"{name}.in_({p})") for p in range(op.n_inputs)]
         tasks[name] = task
     for c in flow.connections:
         src, dst = tasks[c.src], tasks[c.dst]

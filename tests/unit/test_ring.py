@@ -520,3 +520,14 @@ def test_closing_with_views_out_releases_them():
     ring.close()
     with pytest.raises(ValueError):
         view.tobytes()
+
+
+def test_a_lone_stalled_record_is_still_skipped_by_a_waiting_reader():
+    """Waits do not return for a lone record being written, yet still check on its writer now and then."""
+    with SharedRing.create(4096, stall_timeout=0.2) as ring:
+        a = ring.register_producer()
+        begin_write(ring, a, b"stuck")
+        with pytest.raises(TimeoutError):
+            ring.read(timeout=1.0)
+        stats = ring.statistics()
+        assert stats.failed_records_skipped == 1 and stats.occupancy == 0

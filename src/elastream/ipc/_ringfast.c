@@ -43,6 +43,31 @@ layout(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Arguments arrive as a plain array (METH_FASTCALL): a format-string parser is a large function that,
+ * run once per record, is as cold as the rest of the interpreter at low rates. */
+static int
+u64_arg(PyObject *const *args, int i, unsigned long long *out)
+{
+    *out = PyLong_AsUnsignedLongLong(args[i]);
+    return *out == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int
+ssize_arg(PyObject *const *args, int i, Py_ssize_t *out)
+{
+    *out = PyLong_AsSsize_t(args[i]);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int
+nargs_is(Py_ssize_t nargs, Py_ssize_t want, const char *name)
+{
+    if (nargs == want)
+        return 1;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, want, nargs);
+    return 0;
+}
+
 static void
 release_all(Py_buffer *views, int n)
 {
@@ -57,16 +82,26 @@ release_all(Py_buffer *views, int n)
  * consumer declared the record failed before it was published (the caller writes it again).
  * Holding the GIL from reservation to publish is what serialises this producer's writes. */
 static PyObject *
-try_write(PyObject *self, PyObject *args)
+try_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     void *base_ptr;
     PyObject *base_obj, *payloads, *writing;
     Py_ssize_t data_off, slot;
-    unsigned long long cap, salt, target;
-    unsigned int producer, kind;
-    if (!PyArg_ParseTuple(args, "OnKKnIIKOY", &base_obj, &data_off, &cap, &salt, &slot, &producer, &kind,
-                          &target, &payloads, &writing))
+    unsigned long long cap, salt, target, producer_arg, kind_arg;
+    if (!nargs_is(nargs, 10, "try_write"))
         return NULL;
+    base_obj = args[0];
+    payloads = args[8];
+    writing = args[9];
+    if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
+        ssize_arg(args, 4, &slot) || u64_arg(args, 5, &producer_arg) || u64_arg(args, 6, &kind_arg) ||
+        u64_arg(args, 7, &target))
+        return NULL;
+    if (!PyByteArray_Check(writing)) {
+        PyErr_SetString(PyExc_TypeError, "try_write: writing must be a bytearray");
+        return NULL;
+    }
+    unsigned int producer = (unsigned int)producer_arg, kind = (unsigned int)kind_arg;
     if ((Py_ssize_t)producer >= PyByteArray_GET_SIZE(writing) || PyByteArray_AS_STRING(writing)[producer])
         return PyLong_FromLong(-1);
     if (!configured) {
@@ -202,14 +237,24 @@ append_payload(PyObject *out, PyObject *target, PyObject *view, unsigned char *b
  * stop at anything else — WRITING, FLUSH, FAILED, a missing header, the end of the lap — for ring.py's
  * general loop to handle. Returns (new scan, records delivered, sequence errors). */
 static PyObject *
-read_ready(PyObject *self, PyObject *args)
+read_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *base_obj, *out, *expected, *view;
     Py_ssize_t data_off, max_records;
     unsigned long long cap, salt, scan, wpos;
-    if (!PyArg_ParseTuple(args, "OnKKKKnO!O!O", &base_obj, &data_off, &cap, &salt, &scan, &wpos, &max_records,
-                          &PyList_Type, &out, &PyDict_Type, &expected, &view))
+    if (!nargs_is(nargs, 10, "read_ready"))
         return NULL;
+    base_obj = args[0];
+    out = args[7];
+    expected = args[8];
+    view = args[9];
+    if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
+        u64_arg(args, 4, &scan) || u64_arg(args, 5, &wpos) || ssize_arg(args, 6, &max_records))
+        return NULL;
+    if (!PyList_CheckExact(out) || !PyDict_CheckExact(expected)) {
+        PyErr_SetString(PyExc_TypeError, "read_ready: out must be a list and expected_seq a dict");
+        return NULL;
+    }
     void *base_ptr = PyLong_AsVoidPtr(base_obj);
     if (base_ptr == NULL && PyErr_Occurred())
         return NULL;
@@ -294,10 +339,10 @@ read_ready(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"layout", layout, METH_VARARGS, "Hand over the ring layout (word indices, statuses) once."},
-    {"try_write", try_write, METH_VARARGS,
+    {"try_write", (PyCFunction)(void (*)(void))try_write, METH_FASTCALL,
      "Append one record in the common case; >= 0 (consumer asleep flag) when published, -1: general path, "
      "-2: declared failed, write again."},
-    {"read_ready", read_ready, METH_VARARGS,
+    {"read_ready", (PyCFunction)(void (*)(void))read_ready, METH_FASTCALL,
      "Deliver consecutive READY records from a scan position; (new scan, records, sequence errors)."},
     {NULL, NULL, 0, NULL},
 };

@@ -343,6 +343,7 @@ class SharedRing:
         self._expected_seq: dict[int, int] = {}
         self._empty_pos = -1
         self._empty_since = self._empty_next_check = 0.0
+        self._lone_pos, self._lone_next_check = -1, 0.0   # a lone WRITING record at the scan position
         self._wake_pipe: WakePipe | None = None
         self._arrivals = ArrivalPredictor(_POLL_DUTY)
         self._wait_t0 = self._wait_t1 = 0.0        # the last wait, settled at the start of the next one
@@ -526,7 +527,9 @@ class SharedRing:
         copy, and the consumer decodes straight from shared memory. The views
         stay valid, and their space stays reserved (producers cannot reuse it),
         until :meth:`release_views` or the next read of any kind; then they are
-        released, and using one raises ValueError.
+        released, and using one raises ValueError. Anything made from a view
+        without copying (a slice, ``numpy.frombuffer``) would then see reused
+        space: copy what must outlive the next read.
 
         Example: ``[(target, view)] = ring.try_read_views(1); header = bytes(view[:24]); ring.release_views()``
         """
@@ -1061,12 +1064,27 @@ class SharedRing:
                         return True
                     blocked.add(e.producer)
             scan = self._scan
-            if scan < q[_W_WPOS]:
+            w = q[_W_WPOS]
+            if scan < w:
                 off = scan % cap
-                if cap - off < HEADER_BYTES or q[((self._data + off) >> 3) + 3] == scan ^ self._salt:
+                if cap - off < HEADER_BYTES:
                     return True
+                word = (self._data + off) >> 3
+                if q[word + 3] == scan ^ self._salt:
+                    return q[word] != WRITING or self._lone_writing_due(scan, word, w)
                 return self._empty_pos != scan or time.monotonic() >= self._empty_next_check
         return self.at_eof
+
+    def _lone_writing_due(self, scan: int, word: int, w: int) -> bool:
+        """The record at ``scan`` is WRITING: readable only if others follow it (the window passes it) or it
+        is time to check that its writer lives (a read moves it to the window's left side, which does)."""
+        if scan + _record_size(_U32.unpack_from(self._buf, (word << 3) + 8)[0]) < w:
+            return True
+        now = time.monotonic()
+        if self._lone_pos != scan:
+            self._lone_pos, self._lone_next_check = scan, now + _LIVENESS_PERIOD
+            return False
+        return now >= self._lone_next_check
 
     # == internals: waiting =========================================================================
     def _wait_data(self, timeout: float | None, recheck: bool, attempt: Any = None) -> Any:

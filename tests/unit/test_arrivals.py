@@ -133,3 +133,14 @@ def test_the_same_arrival_twice_is_counted_once():
     p.arrived(nxt - GAP)                              # the last publish again (two waits saw it)
     p.arrived(nxt - GAP)
     assert p.gap == pytest.approx(GAP) and p.plan(nxt - 0.002) is not None
+
+
+def test_a_stream_resuming_at_another_phase_is_followed_at_once():
+    p = ArrivalPredictor(duty=0.1)
+    t = steady(p, 20)
+    resume = t + 0.0537                               # a 50 ms pause, then the same rate at a new phase
+    for i in range(3):
+        p.arrived(resume + i * GAP)
+    nxt = resume + 3 * GAP
+    plan = p.plan(nxt - 0.005)
+    assert plan is not None and plan[0] < nxt < plan[1]

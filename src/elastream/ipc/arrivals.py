@@ -61,7 +61,7 @@ class ArrivalPredictor:
     """
 
     __slots__ = ("duty", "min_lead", "last", "gap", "next", "dev", "lateness", "polls", "hits", "score",
-                 "_strikes", "_skipped")
+                 "_strikes", "_skipped", "_slept")
 
     def __init__(self, duty: float = 0.1, min_lead: float = 100e-6):
         self.duty = duty
@@ -70,12 +70,13 @@ class ArrivalPredictor:
         self.gap: float | None = None      # learned gap between records
         self.next: float | None = None     # expected time of the next record
         self.dev = 0.0                     # 75th percentile of |arrival - expected| (the jitter)
-        self.lateness = 100e-6             # smoothed overshoot of the consumer's timed sleeps
+        self.lateness = 100e-6             # smoothed overshoot of the consumer's timed sleeps (a guess until one)
         self.polls = 0                     # polling windows opened
         self.hits = 0                      # ... that saw the record arrive
         self.score = 1.0                   # smoothed hit rate of the windows
         self._strikes = 0
         self._skipped = 0
+        self._slept = False
 
     def arrived(self, now: float) -> None:
         """A consumer that had to wait received a record published at ``now`` (one call per wait).
@@ -95,13 +96,16 @@ class ArrivalPredictor:
             self._restart(now, now - last)
             return
         gap = self.gap
-        periods = round((now - self.next) / gap)      # records the consumer did not wait for
-        if periods < 0 or periods > _PAUSE_GAPS:
-            self._strikes += 1
-            self.next = now + gap                     # early by half a gap or more, or a pause: re-anchor
+        periods = round((now - self.next) / gap)      # records missed since the last one (or a pause)
+        if periods < 0:
+            self._strikes += 1                        # early by half a gap or more: maybe a faster rate
+            self.next = now + gap
             return
         error = now - (self.next + periods * gap)
         bound = max(_CLIP * self.dev, 2.0 * self.min_lead)
+        if periods > _PAUSE_GAPS or (periods and abs(error) > bound):
+            self.next = now + gap                     # after a pause the stream may resume at any phase
+            return
         self._strikes = self._strikes + 1 if abs(error) > bound else 0
         clipped = min(bound, max(-bound, error))
         step = _QUANTILE_STEP * self.dev + 1e-6
@@ -139,7 +143,11 @@ class ArrivalPredictor:
 
     def woke(self, planned: float, now: float) -> None:
         """A timed sleep meant to end at ``planned`` ended at ``now`` (records the overshoot)."""
-        self.lateness += _ALPHA * (max(0.0, now - planned) - self.lateness)
+        late = max(0.0, now - planned)
+        if not self._slept:                           # the first measurement replaces the guess outright
+            self.lateness, self._slept = late, True
+        else:
+            self.lateness += _ALPHA * (late - self.lateness)
 
     def polled(self, hit: bool) -> None:
         """A polling window ended, with the record seen (``hit``) or not."""

@@ -96,9 +96,26 @@ sleeper has announced itself (one plain load otherwise).
   namespace, no ``/proc``), it sets a flag and everyone uses a futex on a
   sequence word in the header instead.
 * Producers blocked on a full ring sleep on a futex on the read cursor itself.
+* Hybrid polling (:mod:`elastream.ipc.arrivals`): when records come at a
+  steady pace, a waiting consumer sleeps (announced) until just before the
+  next one is due, then polls unannounced — by reading, so the read path is
+  warm — for a short window around it, yielding the CPU each round; producers
+  stamp each publish with CLOCK_MONOTONIC so the schedule is learned from
+  publish times. A window never takes more than 10% of the gap; irregular
+  streams are not polled. ``RingStats.read_poll_s`` / ``poll_windows`` /
+  ``poll_hits`` show what it costs and gains.
 * Consumer sleeps are capped at 50 ms (liveness checks keep running while
   idle), producer sleeps at 10 ms. Without futex support waiting degrades to
   a capped exponential back-off (10 µs → 1 ms).
+
+Fast path
+---------
+The common append (no wrap, room in the ring) and the common scan (consecutive
+READY records) run as one C call each (:mod:`elastream.ipc._ringfast`, built
+where a compiler exists): at low rates every write and read runs cold, and on a
+VM cold code pays per page it touches. Everything else — wrap-around, a full
+ring, failed or stalled records, the window's left side — stays here; the record
+format is the same either way. ``read_views`` hands out payloads in place.
 
 Memory ordering: x86-64 total store order for plain aligned 8-byte loads and
 stores; every read-modify-write is an ``atomics`` operation (a full barrier).

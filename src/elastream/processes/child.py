@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import traceback
+from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
 from typing import Any
 
@@ -25,8 +27,8 @@ import cloudpickle
 from elastream.errors import OperatorError
 
 STATS_TO_PARENT_S = 0.5
-#: How often the control loop checks whether the flow ended (a wake-up costs microseconds).
-END_POLL_S = 0.01
+#: How often the end watcher re-checks whether it was told to stop (it normally just waits for the end).
+END_CHECK_S = 0.5
 
 
 def send(conn: Any, message: tuple) -> None:
@@ -60,18 +62,11 @@ def child_main(index: int, payload: bytes, conn: Any) -> None:
     send(conn, ("started", os.getpid()))
     # Snapshots cost ~0.5 ms of this process's CPU (and a GIL switch): a few per second suffice.
     period = max(spec.runner.get("stats_period_ms", 100.0) / 1000.0, STATS_TO_PARENT_S)
-    next_stats = perf_counter() + period
-    while not handle.done:
-        try:
-            # Short polls: the end of the flow is noticed within END_POLL_S, not a whole stats period.
-            if conn.poll(END_POLL_S):
-                _obey(handle, receive(conn))
-            elif perf_counter() >= next_stats:
-                send(conn, ("stats", handle.stats()))
-                next_stats = perf_counter() + period
-        except (EOFError, OSError):
-            handle.sched.request_shutdown()  # the parent is gone: stop, nobody will read results
-            break
+    ended = _EndSignal(handle.sched.finished)
+    try:
+        _control_loop(conn, handle, ended, period)
+    finally:
+        ended.close()
     try:
         result = handle.wait()
     except OperatorError as exc:
@@ -83,6 +78,55 @@ def child_main(index: int, payload: bytes, conn: Any) -> None:
                     handle.stats()))
         return
     send(conn, ("done", result.outputs, result.stats, result.shutdown))
+
+
+class _EndSignal:
+    """A file descriptor that becomes readable once the flow has finished.
+
+    The control loop waits on it together with the parent's pipe, so it sleeps
+    until a message, the end or the next stats report instead of waking every
+    few milliseconds: each wake-up takes the GIL from the computing worker. A
+    small thread waits on the scheduler's ``finished`` event and writes one byte.
+    """
+
+    def __init__(self, finished: threading.Event):
+        self.fd, self._write_end = os.pipe()
+        self._finished = finished
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="elastream-child-end", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._finished.wait(END_CHECK_S):
+            if self._closed.is_set():
+                return
+        os.write(self._write_end, b"x")
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(END_CHECK_S + 1.0)
+        for fd in (self.fd, self._write_end):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _control_loop(conn: Any, handle: Any, ended: _EndSignal, period: float) -> None:
+    """Obey the parent and send stats every ``period`` until the flow ends (or the parent is gone)."""
+    next_stats = perf_counter() + period
+    while not handle.done:
+        try:
+            ready = wait_ready([conn, ended.fd], timeout=max(0.0, next_stats - perf_counter()))
+            if conn in ready:
+                while conn.poll():
+                    _obey(handle, receive(conn))
+            if perf_counter() >= next_stats and not handle.done:
+                send(conn, ("stats", handle.stats()))
+                next_stats = perf_counter() + period
+        except (EOFError, OSError):
+            handle.sched.request_shutdown()  # the parent is gone: stop, nobody will read results
+            return
 
 
 def _obey(handle: Any, message: tuple) -> None:

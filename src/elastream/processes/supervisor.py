@@ -32,6 +32,10 @@ from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
 
 
+#: Longest sleep of the supervisor thread and of a waiting caller between looks (Ctrl-C interrupts the
+#: caller's wait at once; a run that ends wakes both at once).
+WATCH_S = 0.5
+
 #: Modules the fork server imports before forking workers (``start_method="forkserver"``).
 FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
                       "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle")
@@ -158,7 +162,9 @@ class ProcessRunHandle:
         while live or (local is not None and local.final is None):
             local_running = local is not None and local.final is None
             waitables = list(live) + list(sentinels) + ([local.ready_fd] if local_running else [])
-            for ready in wait_ready(waitables, timeout=0.1):
+            # Children and the local part wake this thread when they have news; the timeout only bounds how
+            # late the grace period after a stop request is checked (every wake-up takes the GIL from part 0).
+            for ready in wait_ready(waitables, timeout=WATCH_S if self._stop_requested_at is None else 0.1):
                 child = live.get(ready)
                 if child is not None:
                     self._drain(child, live)
@@ -286,7 +292,7 @@ class ProcessRunHandle:
         """Block until the run ends; raise the first failure."""
         deadline = None if timeout is None else perf_counter() + timeout
         try:
-            while not self._done.wait(0.05):
+            while not self._done.wait(_slice(deadline)):
                 if deadline is not None and perf_counter() >= deadline:
                     raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
         except KeyboardInterrupt:
@@ -324,6 +330,11 @@ class ProcessRunHandle:
     def states(self) -> dict[str, str]:
         """Operator name → last reported state."""
         return {name: op.state for name, op in self.stats().operators.items()}
+
+
+def _slice(deadline: float | None) -> float:
+    """How long to wait before the next look: WATCH_S, or less when ``deadline`` comes first."""
+    return WATCH_S if deadline is None else min(WATCH_S, max(0.0, deadline - perf_counter()))
 
 
 def merge_stats(parts: list[FlowStats | None], elapsed_s: float, threads: int,

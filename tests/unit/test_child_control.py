@@ -1,0 +1,39 @@
+"""The worker process's control loop sleeps until the parent writes, the flow ends, or stats are due."""
+
+from __future__ import annotations
+
+import select
+import threading
+
+import pytest
+
+from elastream.processes.child import _EndSignal
+from elastream.processes.supervisor import WATCH_S, _slice
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_end_signal_becomes_readable_once_the_flow_has_finished():
+    finished = threading.Event()
+    ended = _EndSignal(finished)
+    try:
+        assert select.select([ended.fd], [], [], 0.05)[0] == []
+        finished.set()
+        assert select.select([ended.fd], [], [], 5.0)[0] == [ended.fd]
+    finally:
+        ended.close()
+    assert not ended._thread.is_alive()
+
+
+def test_end_signal_closes_without_an_end():
+    ended = _EndSignal(threading.Event())
+    ended.close()
+    assert not ended._thread.is_alive()
+
+
+def test_waits_are_sliced_by_the_deadline():
+    from time import perf_counter
+
+    assert _slice(None) == WATCH_S
+    assert _slice(perf_counter() - 1.0) == 0.0
+    assert 0.0 < _slice(perf_counter() + 0.1) <= 0.1

@@ -364,10 +364,10 @@ class SharedRing:
         self._wake_pipe: WakePipe | None = None
         self._arrivals = ArrivalPredictor(_POLL_DUTY)
         self._wait_t0 = self._wait_t1 = 0.0        # the last wait, settled at the start of the next one
-        self._poll: tuple[float, float, bool] | None = None
+        self._poll: tuple[float, Any] | None = None  # (start, result) of the last polling window
         self._views_out: list[memoryview] = []   # payload views handed out by read_views
         self._held: int | None = None             # the read cursor may not pass this while views are out
-        self._seen_at = 0.0
+        self._seen_ns = 0                          # publish stamp of the last record a wait saw
         # runs on close() or when the handle is garbage collected: views first, then unmap, then unlink
         self._finalizer = weakref.finalize(self, _release, self._atomic, q, owner.close if owner else segment.close,
                                            self._unlinker, self._views_out)
@@ -1117,12 +1117,12 @@ class SharedRing:
         never leaves the consumer asleep with data ready.
         """
         self._settle_last_wait()
-        t0 = self._wait_t0 = time.perf_counter()
+        t0 = self._wait_t0 = time.monotonic()
         deadline = None if timeout is None else time.monotonic() + timeout
         predicate = attempt or self._readable
         try:
             spin_end = t0 + _SPIN
-            while time.perf_counter() < spin_end:
+            while time.monotonic() < spin_end:
                 if got := predicate():
                     return self._seen(got)
             can_sleep = _FUTEX.available or self._wake_pipe is not None
@@ -1143,31 +1143,31 @@ class SharedRing:
                     return self._seen(got)
             return False
         finally:
-            self._wait_t1 = time.perf_counter()
+            self._wait_t1 = time.monotonic()
 
     def _seen(self, got: Any) -> Any:
         """Data arrived: note when it was published (the predictor learns it at the next wait); return ``got``."""
-        self._seen_at = self._q[_W_LAST_PUBLISH_NS] / 1e9
+        self._seen_ns = self._q[_W_LAST_PUBLISH_NS]
         return got
 
     def _settle_last_wait(self) -> None:
         """The last wait's bookkeeping, done at the start of the next one: off the path from data to caller."""
-        if self._seen_at:
-            self._arrivals.arrived(self._seen_at)
-            self._seen_at = 0.0
+        if self._seen_ns:
+            self._arrivals.arrived(self._seen_ns / 1e9)
+            self._seen_ns = 0
         if self._closed:
             return
-        q = self._q
+        q, t_end = self._q, self._wait_t1 or time.monotonic()
+        if self._poll:
+            t_poll, got = self._poll
+            self._poll, hit = None, bool(got)
+            self._arrivals.polled(hit)
+            q[_W_READ_POLL_NS] += int(max(0.0, t_end - t_poll) * 1e9)
+            q[_W_POLL_WINDOWS] += 1
+            q[_W_POLL_HITS] += hit
         if self._wait_t1:
             q[_W_READ_WAIT_NS] += int((self._wait_t1 - self._wait_t0) * 1e9)
             self._wait_t1 = 0.0
-        if self._poll:
-            t_poll, t_end, hit = self._poll
-            self._poll = None
-            self._arrivals.polled(hit)
-            q[_W_READ_POLL_NS] += int((t_end - t_poll) * 1e9)
-            q[_W_POLL_WINDOWS] += 1
-            q[_W_POLL_HITS] += hit
 
     def _sleep_announced(self, seconds: float) -> bool | None:
         """Announce, re-check, sleep on the wake pipe (or futex) for at most ``seconds``.
@@ -1217,7 +1217,7 @@ class SharedRing:
             if got := predicate():
                 break
             _yield()                                  # a producer woken on this CPU runs at once, not after us
-        self._poll = (t_poll, clock(), bool(got))   # counted at the next wait (or statistics())
+        self._poll = (t_poll, got)                  # counted at the next wait (or statistics()), ending with it
         return got
 
     def _wait_space(self, size: int, timeout: float | None) -> bool:

@@ -6,12 +6,13 @@
  * and costs ~170 us cold for a 40 KB record; this one call costs little more than the copy itself.
  *
  * The algorithm and the layout are the Python ring's (elastream/ipc/ring.py, TurboStream's OSRBuffer,
- * Fig. 5): the word indices, statuses and header size are handed over once by layout(), so ring.py
- * stays the single definition. These functions cover only the common cases and answer "take the
+ * Fig. 5): the word indices and statuses are handed over once by layout(), so ring.py stays the single
+ * definition (the 32-byte header, HEADER below, is fixed by the record format). These functions cover only the common cases and answer "take the
  * general path" for the rest (wrap-around, a full ring, failed records, pending left-window records):
  * ring.py keeps the full algorithm, and every record format is the same either way.
  *
- * Both functions hold the GIL throughout (callers also hold the per-producer / consumer lock), take
+ * Both functions hold the GIL throughout (the consumer's caller also holds its lock; a producer's
+ * writes are serialised by the GIL, and try_write declines an id the Python path is writing for), take
  * the mapping's base address from a live ring handle, and use GCC/Clang __atomic builtins: a
  * sequentially consistent compare-and-swap is `lock cmpxchg` on x86-64, the same instruction the
  * `atomics` package issues.
@@ -26,7 +27,7 @@
 #define HEADER 32
 
 static Py_ssize_t W_WPOS, W_RPOS, W_WAITERS, P_RESERVING, P_SEQ, P_RECORDS, P_PAYLOADS, P_BYTES;
-static Py_ssize_t W_RECORDS_READ, W_PAYLOADS_READ, W_BYTES_READ, W_LAST_PUBLISH;
+static Py_ssize_t W_BYTES_READ, W_LAST_PUBLISH;
 static uint64_t WRITING, READY, READ_ST, KIND_BATCH;
 static int configured = 0;
 
@@ -34,9 +35,9 @@ static PyObject *
 layout(PyObject *self, PyObject *args)
 {
     unsigned long long writing, ready, read_st, kind_batch;
-    if (!PyArg_ParseTuple(args, "nnnnnnnnnnnnKKKK", &W_WPOS, &W_RPOS, &W_WAITERS, &P_RESERVING, &P_SEQ,
-                          &P_RECORDS, &P_PAYLOADS, &P_BYTES, &W_RECORDS_READ, &W_PAYLOADS_READ,
-                          &W_BYTES_READ, &W_LAST_PUBLISH, &writing, &ready, &read_st, &kind_batch))
+    if (!PyArg_ParseTuple(args, "nnnnnnnnnnKKKK", &W_WPOS, &W_RPOS, &W_WAITERS, &P_RESERVING, &P_SEQ,
+                          &P_RECORDS, &P_PAYLOADS, &P_BYTES, &W_BYTES_READ, &W_LAST_PUBLISH, &writing, &ready,
+                          &read_st, &kind_batch))
         return NULL;
     WRITING = writing; READY = ready; READ_ST = read_st; KIND_BATCH = kind_batch;
     configured = 1;

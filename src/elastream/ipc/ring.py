@@ -193,8 +193,7 @@ _PID = os.getpid()
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 if _ringfast is not None:
     _ringfast.layout(_W_WPOS, _W_RPOS, _W_DATA_WAITERS, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES,
-                     _W_RECORDS_READ, _W_PAYLOADS_READ, _W_BYTES_READ, _W_LAST_PUBLISH_NS, WRITING, READY, READ,
-                     KIND_BATCH)
+                     _W_BYTES_READ, _W_LAST_PUBLISH_NS, WRITING, READY, READ, KIND_BATCH)
 
 
 def _refresh_pid() -> None:

@@ -531,3 +531,76 @@ def test_a_lone_stalled_record_is_still_skipped_by_a_waiting_reader():
             ring.read(timeout=1.0)
         stats = ring.statistics()
         assert stats.failed_records_skipped == 1 and stats.occupancy == 0
+
+
+# -- the hybrid polling window -----------------------------------------------------------------------
+def _poll_window(ring: SharedRing, seconds: float, read: tuple[int, bool] = (8, False)):
+    """One polling window of a waiting reader (no nap: the window starts now), as ``_wait_data`` runs it."""
+    max_records, views = read
+    now = time.monotonic()
+    return ring._hybrid_poll((now, now + seconds), None, lambda: ring._try_read(max_records, views), read)
+
+
+@pytest.mark.parametrize("views", [False, True], ids=["copies", "views"])
+def test_a_record_published_during_the_window_comes_out_of_it(ring, views):
+    ring.register_producer()
+    assert ring.try_read() == []                              # claims the consumer role
+    timer = threading.Timer(0.03, lambda: ring.try_write_batch([b"in", b"window"], target=3))
+    timer.start()
+    try:
+        got = _poll_window(ring, 5.0, (8, views))
+    finally:
+        timer.join()
+    assert [(t, bytes(p)) for t, p in got] == [(3, b"in"), (3, b"window")]
+    assert ring._poll[1] is got                               # the window counts as a hit
+    stats = ring.statistics()
+    assert (stats.records_read, stats.payloads_read, stats.bytes_read) == (1, 2, 16)   # 4-byte length each
+    assert stats.poll_windows == stats.poll_hits == 1
+    assert stats.occupancy == (HEADER_BYTES + 16 if views else 0)   # views hold their space ...
+    ring.release_views()
+    assert ring.statistics().occupancy == 0                   # ... until released
+
+
+def test_an_empty_window_ends_on_time_and_counts_a_miss(ring):
+    ring.register_producer()
+    assert ring.try_read() == []
+    t0 = time.monotonic()
+    assert not _poll_window(ring, 0.05)
+    assert 0.05 <= time.monotonic() - t0 < 2
+    stats = ring.statistics()
+    assert (stats.poll_windows, stats.poll_hits) == (1, 0) and stats.read_poll_s >= 0.05
+
+
+def test_the_window_never_waits_behind_a_record_still_being_written(ring):
+    a, b = ring.register_producer(), ring.register_producer()
+    assert ring.try_read() == []
+    word = begin_write(ring, a, b"slow")                      # A is mid-copy at the scan position
+    timer = threading.Timer(0.03, lambda: ring.try_write_batch([b"B1"], producer=b))
+    timer.start()
+    try:
+        got = _poll_window(ring, 5.0)
+    finally:
+        timer.join()
+    assert payloads(got) == [b"B1"]                           # B's record passes A's (Fig. 5b)
+    assert publish(ring, word)
+    assert payloads(ring.try_read()) == [b"slow"]
+
+
+def test_closing_waits_for_a_window_polling_in_another_thread(ring):
+    ring.register_producer()
+    assert ring.try_read() == []
+    result: list = []
+
+    def poll() -> None:
+        try:
+            result.append(_poll_window(ring, 0.3))
+        except RingClosedError as e:                           # the Python loop may notice the close first
+            result.append(e)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    time.sleep(0.05)
+    ring.close()                                              # must not unmap under the polling loop
+    poller.join(5)
+    assert not poller.is_alive() and len(result) == 1
+    assert not result[0] or isinstance(result[0], RingClosedError)

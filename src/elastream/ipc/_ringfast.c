@@ -1,33 +1,38 @@
-/* The shared ring's hot paths in one C call each: the producer's append and the consumer's scan.
+/* The shared ring's hot paths in one C call each: the producer's append, the consumer's scan, and the
+ * consumer's polling window (which delivers what it finds).
  *
  * Why C: at low message rates every write and read runs "cold" (nothing of it ran in the last few
  * milliseconds), and on a VM cold code pays per distinct page of code and data it touches (TLB refills
- * through two levels of page tables). The Python write path touches a few dozen interpreter functions
- * and costs ~170 us cold for a 40 KB record; this one call costs little more than the copy itself.
+ * through two levels of page tables): measured here, a no-op Python call after a 10 ms sleep takes
+ * ~10 us and a struct.pack ~25 us. The Python write path costs ~170 us cold for a 40 KB record; the C
+ * append ~13 us inside the call, 9 of them the copy.
  *
  * The algorithm and the layout are the Python ring's (elastream/ipc/ring.py, TurboStream's OSRBuffer,
  * Fig. 5): the word indices and statuses are handed over once by layout(), so ring.py stays the single
- * definition (the 32-byte header, HEADER below, is fixed by the record format). These functions cover only the common cases and answer "take the
- * general path" for the rest (wrap-around, a full ring, failed records, pending left-window records):
- * ring.py keeps the full algorithm, and every record format is the same either way.
+ * definition (the 32-byte header, HEADER below, is fixed by the record format). These functions cover
+ * only the common cases and answer "take the general path" for the rest (wrap-around, a full ring,
+ * failed records, pending left-window records): ring.py keeps the full algorithm, and every record
+ * format is the same either way.
  *
- * Both functions hold the GIL throughout (the consumer's caller also holds its lock; a producer's
- * writes are serialised by the GIL, and try_write declines an id the Python path is writing for), take
- * the mapping's base address from a live ring handle, and use GCC/Clang __atomic builtins: a
- * sequentially consistent compare-and-swap is `lock cmpxchg` on x86-64, the same instruction the
- * `atomics` package issues.
+ * try_write and read_ready hold the GIL throughout (the consumer's caller also holds its lock; a
+ * producer's writes are serialised by the GIL, and try_write declines an id the Python path is writing
+ * for); poll_read lets the GIL go while it only looks, its caller holding the consumer's lock, which
+ * close() takes before unmapping. All take the mapping's base address from a live ring handle and use
+ * GCC/Clang __atomic builtins: a sequentially consistent compare-and-swap is `lock cmpxchg` on x86-64,
+ * the same instruction the `atomics` package issues.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 
 #define MAX_PARTS 64
 #define HEADER 32
 
 static Py_ssize_t W_WPOS, W_RPOS, W_WAITERS, P_RESERVING, P_SEQ, P_RECORDS, P_PAYLOADS, P_BYTES;
-static Py_ssize_t W_BYTES_READ, W_LAST_PUBLISH;
+static Py_ssize_t W_BYTES_READ, W_LAST_PUBLISH, W_RECORDS_READ, W_PAYLOADS_READ, W_SEQUENCE_ERRORS;
 static uint64_t WRITING, READY, READ_ST, KIND_BATCH;
 static int configured = 0;
 
@@ -35,9 +40,9 @@ static PyObject *
 layout(PyObject *self, PyObject *args)
 {
     unsigned long long writing, ready, read_st, kind_batch;
-    if (!PyArg_ParseTuple(args, "nnnnnnnnnnKKKK", &W_WPOS, &W_RPOS, &W_WAITERS, &P_RESERVING, &P_SEQ,
-                          &P_RECORDS, &P_PAYLOADS, &P_BYTES, &W_BYTES_READ, &W_LAST_PUBLISH, &writing, &ready,
-                          &read_st, &kind_batch))
+    if (!PyArg_ParseTuple(args, "nnnnnnnnnnnnnKKKK", &W_WPOS, &W_RPOS, &W_WAITERS, &P_RESERVING, &P_SEQ,
+                          &P_RECORDS, &P_PAYLOADS, &P_BYTES, &W_BYTES_READ, &W_LAST_PUBLISH, &W_RECORDS_READ,
+                          &W_PAYLOADS_READ, &W_SEQUENCE_ERRORS, &writing, &ready, &read_st, &kind_batch))
         return NULL;
     WRITING = writing; READY = ready; READ_ST = read_st; KIND_BATCH = kind_batch;
     configured = 1;
@@ -231,12 +236,103 @@ append_payload(PyObject *out, PyObject *target, PyObject *view, unsigned char *b
     return rc;
 }
 
+/* Per-producer order (invariant 5): the record's sequence number against the one expected next. */
+static int
+check_sequence(PyObject *expected, unsigned int producer, uint32_t seq, Py_ssize_t *seq_errors)
+{
+    PyObject *key = PyLong_FromUnsignedLong(producer);
+    if (key == NULL)
+        return -1;
+    PyObject *want = PyDict_GetItemWithError(expected, key);
+    if (want == NULL && PyErr_Occurred()) {
+        Py_DECREF(key);
+        return -1;
+    }
+    if (want != NULL && PyLong_AsUnsignedLong(want) != seq)
+        (*seq_errors)++;
+    PyObject *next = PyLong_FromUnsignedLong((seq + 1) & 0xFFFFFFFFu);
+    if (next == NULL || PyDict_SetItem(expected, key, next) < 0) {
+        Py_XDECREF(next);
+        Py_DECREF(key);
+        return -1;
+    }
+    Py_DECREF(next);
+    Py_DECREF(key);
+    return 0;
+}
+
+/* Deliver consecutive READY records from the absolute position *scan (the right side of the consumer's
+ * window, Fig. 5b, common case): append (target, payload) to `out` (bytes, or slices of `view` unless it
+ * is None), mark them READ, check each producer's sequence in `expected` (a dict), and stop at anything
+ * else (WRITING, FLUSH, FAILED, a missing header, the end of the lap) for ring.py's general loop.
+ * Returns the records delivered (-1 on a Python error); advances *scan, counts *payloads and *seq_errors. */
+static Py_ssize_t
+deliver_ready(unsigned char *base, Py_ssize_t data_off, uint64_t cap, uint64_t salt, uint64_t *scan_io,
+              uint64_t wpos, Py_ssize_t max_records, PyObject *out, PyObject *expected, PyObject *view,
+              Py_ssize_t *seq_errors)
+{
+    uint64_t *q = (uint64_t *)base, scan = *scan_io, nbytes = 0;
+    unsigned char *data = base + data_off;
+    Py_ssize_t records = 0;
+    while (scan < wpos && records < max_records) {
+        uint64_t off = scan % cap;
+        if (cap - off < HEADER)
+            break;                                      /* implied flush: the general loop skips it */
+        unsigned char *rec = data + off;
+        if (__atomic_load_n((uint64_t *)(rec + 24), __ATOMIC_ACQUIRE) != (scan ^ salt))
+            break;                                      /* reserved, header not written yet */
+        if (__atomic_load_n((uint64_t *)rec, __ATOMIC_ACQUIRE) != READY)
+            break;                                      /* WRITING / FLUSH / FAILED: the general loop */
+        uint32_t length, target, seq;
+        uint16_t producer, kind;
+        memcpy(&length, rec + 8, 4);
+        memcpy(&target, rec + 12, 4);
+        memcpy(&seq, rec + 16, 4);
+        memcpy(&producer, rec + 20, 2);
+        memcpy(&kind, rec + 22, 2);
+        PyObject *target_obj = PyLong_FromUnsignedLong(target);
+        if (target_obj == NULL)
+            return -1;
+        unsigned char *at = rec + HEADER, *end = at + length;
+        int ok = 1;
+        if (kind == KIND_BATCH) {
+            while (ok && at + 4 <= end) {
+                uint32_t n;
+                memcpy(&n, at, 4);
+                at += 4;
+                if (at + n > end) {
+                    ok = 0;
+                    break;
+                }
+                if (append_payload(out, target_obj, view, base, at, (Py_ssize_t)n) < 0) {
+                    Py_DECREF(target_obj);
+                    return -1;
+                }
+                at += n;
+            }
+        } else if (append_payload(out, target_obj, view, base, at, (Py_ssize_t)length) < 0) {
+            Py_DECREF(target_obj);
+            return -1;
+        }
+        Py_DECREF(target_obj);
+        if (!ok) {
+            PyErr_Format(PyExc_RuntimeError, "ring record at %llu has a malformed batch", scan);
+            return -1;
+        }
+        __atomic_store_n((uint64_t *)rec, READ_ST, __ATOMIC_RELEASE);
+        nbytes += length;
+        if (check_sequence(expected, producer, seq, seq_errors) < 0)
+            return -1;
+        records++;
+        scan += (HEADER + length + 7) & ~(uint64_t)7;
+    }
+    q[W_BYTES_READ] += nbytes;
+    *scan_io = scan;
+    return records;
+}
+
 /* read_ready(base, data_off, cap, salt, scan, wpos, max_records, out, expected_seq, view)
- * The right side of the consumer's window (Fig. 5b) in the common case: from the absolute position
- * `scan`, deliver consecutive READY records (valid tag, batch or single) as (target, payload) tuples
- * appended to `out` (bytes, or slices of `view` unless it is None), mark them READ, check each producer's sequence in `expected_seq` (a dict), and
- * stop at anything else — WRITING, FLUSH, FAILED, a missing header, the end of the lap — for ring.py's
- * general loop to handle. Returns (new scan, records delivered, sequence errors). */
+ * deliver_ready() for ring.py's read: returns (new scan, records delivered, sequence errors). */
 static PyObject *
 read_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -259,83 +355,131 @@ read_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     void *base_ptr = PyLong_AsVoidPtr(base_obj);
     if (base_ptr == NULL && PyErr_Occurred())
         return NULL;
-    uint64_t *q = (uint64_t *)base_ptr;
-    unsigned char *data = (unsigned char *)base_ptr + data_off;
-    Py_ssize_t records = 0, seq_errors = 0;
-    uint64_t nbytes = 0;
-    while (scan < wpos && records < max_records) {
-        uint64_t off = scan % cap;
-        if (cap - off < HEADER)
-            break;                                      /* implied flush: the general loop skips it */
-        unsigned char *rec = data + off;
-        if (__atomic_load_n((uint64_t *)(rec + 24), __ATOMIC_ACQUIRE) != (scan ^ salt))
-            break;                                      /* reserved, header not written yet */
-        if (__atomic_load_n((uint64_t *)rec, __ATOMIC_ACQUIRE) != READY)
-            break;                                      /* WRITING / FLUSH / FAILED: the general loop */
-        uint32_t length, target, seq;
-        uint16_t producer, kind;
-        memcpy(&length, rec + 8, 4);
-        memcpy(&target, rec + 12, 4);
-        memcpy(&seq, rec + 16, 4);
-        memcpy(&producer, rec + 20, 2);
-        memcpy(&kind, rec + 22, 2);
-        PyObject *target_obj = PyLong_FromUnsignedLong(target);
-        if (target_obj == NULL)
-            return NULL;
-        unsigned char *at = rec + HEADER, *end = at + length;
-        int ok = 1;
-        if (kind == KIND_BATCH) {
-            while (ok && at + 4 <= end) {
-                uint32_t n;
-                memcpy(&n, at, 4);
-                at += 4;
-                if (at + n > end) {
-                    ok = 0;
-                    break;
-                }
-                if (append_payload(out, target_obj, view, (unsigned char *)base_ptr, at, (Py_ssize_t)n) < 0) {
-                    Py_DECREF(target_obj);
-                    return NULL;
-                }
-                at += n;
-            }
-        } else {
-            if (append_payload(out, target_obj, view, (unsigned char *)base_ptr, at, (Py_ssize_t)length) < 0) {
-                Py_DECREF(target_obj);
-                return NULL;
-            }
-        }
-        Py_DECREF(target_obj);
-        if (!ok) {
-            PyErr_Format(PyExc_RuntimeError, "ring record at %llu has a malformed batch", scan);
-            return NULL;
-        }
-        __atomic_store_n((uint64_t *)rec, READ_ST, __ATOMIC_RELEASE);
-        nbytes += length;
-        /* per-producer order (invariant 5) */
-        PyObject *key = PyLong_FromUnsignedLong(producer);
-        if (key == NULL)
-            return NULL;
-        PyObject *want = PyDict_GetItemWithError(expected, key);
-        if (want == NULL && PyErr_Occurred()) {
-            Py_DECREF(key);
-            return NULL;
-        }
-        if (want != NULL && PyLong_AsUnsignedLong(want) != seq)
-            seq_errors++;
-        PyObject *next = PyLong_FromUnsignedLong((seq + 1) & 0xFFFFFFFFu);
-        if (next == NULL || PyDict_SetItem(expected, key, next) < 0) {
-            Py_XDECREF(next);
-            Py_DECREF(key);
-            return NULL;
-        }
-        Py_DECREF(next);
-        Py_DECREF(key);
-        records++;
-        scan += (HEADER + length + 7) & ~(uint64_t)7;
+    uint64_t at = scan;
+    Py_ssize_t seq_errors = 0;
+    Py_ssize_t records = deliver_ready((unsigned char *)base_ptr, data_off, cap, salt, &at, wpos, max_records, out,
+                                       expected, view, &seq_errors);
+    if (records < 0)
+        return NULL;
+    return Py_BuildValue("(Knn)", (unsigned long long)at, records, seq_errors);
+}
+
+/* What the poll found at the scan position. */
+enum { POLL_TIMEOUT = 0, POLL_READY = 1, POLL_GENERAL = 2 };
+
+/* Is the record at `scan` deliverable (READY), still coming (reserved / WRITING with nothing READY right
+ * behind it), or something only ring.py's general loop handles (a flush, a failed record, a READY record
+ * behind a WRITING one: Fig. 5b never waits behind a record still being written)? */
+static int
+look_at(uint64_t *q, unsigned char *data, uint64_t cap, uint64_t salt, uint64_t scan, uint64_t wpos)
+{
+    uint64_t off = scan % cap;
+    if (cap - off < HEADER)
+        return POLL_GENERAL;
+    unsigned char *rec = data + off;
+    if (__atomic_load_n((uint64_t *)(rec + 24), __ATOMIC_ACQUIRE) != (scan ^ salt))
+        return -1;                                      /* reserved, header not written yet: still coming */
+    uint64_t status = __atomic_load_n((uint64_t *)rec, __ATOMIC_ACQUIRE);
+    if (status == READY)
+        return POLL_READY;
+    if (status != WRITING)
+        return POLL_GENERAL;
+    uint32_t length;
+    memcpy(&length, rec + 8, 4);
+    uint64_t next = scan + ((HEADER + length + 7) & ~(uint64_t)7);
+    if (next < wpos && look_at(q, data, cap, salt, next, wpos) == POLL_READY)
+        return POLL_GENERAL;
+    return -1;
+}
+
+static uint64_t
+monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* poll_read(base, data_off, cap, salt, scan, max_records, out, expected_seq, view, views_out, stop_ns)
+ * The consumer's polling window (hybrid polling, see arrivals.py) in one call: without the GIL, look at
+ * the scan position until a record is READY there, something needs the general path, or CLOCK_MONOTONIC
+ * passes stop_ns, yielding the CPU between looks; then, with the GIL, deliver like read_ready and count
+ * the read. Why one call: the record arrives while this loop runs, so the code that delivers it is the
+ * loop's own (warm) code rather than interpreter paths that last ran a gap ago (see the top comment).
+ * max_records = 0 only looks. Views (slices of `view`) are also appended to `views_out` unless it is None.
+ * The caller holds the consumer's lock, which close() takes before unmapping.
+ * Returns (state, new scan, records): state 0 timeout, 1 ready (records delivered, or found
+ * when max_records is 0), 2 take the general path. */
+static PyObject *
+poll_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *base_obj, *out, *expected, *view, *views_out;
+    Py_ssize_t data_off, max_records;
+    unsigned long long cap, salt, scan, stop_ns;
+    if (!nargs_is(nargs, 11, "poll_read"))
+        return NULL;
+    base_obj = args[0];
+    out = args[6];
+    expected = args[7];
+    view = args[8];
+    views_out = args[9];
+    if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
+        u64_arg(args, 4, &scan) || ssize_arg(args, 5, &max_records) || u64_arg(args, 10, &stop_ns))
+        return NULL;
+    if (!PyList_CheckExact(out) || !PyDict_CheckExact(expected) || (views_out != Py_None && !PyList_CheckExact(views_out))) {
+        PyErr_SetString(PyExc_TypeError, "poll_read: out and views_out must be lists, expected_seq a dict");
+        return NULL;
     }
-    q[W_BYTES_READ] += nbytes;
-    return Py_BuildValue("(Knn)", scan, records, seq_errors);
+    void *base_ptr = PyLong_AsVoidPtr(base_obj);
+    if (base_ptr == NULL && PyErr_Occurred())
+        return NULL;
+    unsigned char *base = (unsigned char *)base_ptr;
+    uint64_t *q = (uint64_t *)base;
+    uint64_t wpos = 0;
+    int state = POLL_TIMEOUT;
+    Py_BEGIN_ALLOW_THREADS
+    for (;;) {
+        wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_ACQUIRE);
+        if (scan < wpos) {
+            int found = look_at(q, base + data_off, cap, salt, scan, wpos);
+            if (found >= 0) {
+                state = found;
+                break;
+            }
+        }
+        if (monotonic_ns() >= stop_ns)
+            break;
+        sched_yield();                              /* a producer woken on this CPU runs at once */
+    }
+    Py_END_ALLOW_THREADS
+    Py_ssize_t records = 0, seq_errors = 0, first = PyList_GET_SIZE(out);
+    if (state == POLL_READY && max_records > 0) {
+        uint64_t at = scan;
+        records = deliver_ready(base, data_off, cap, salt, &at, wpos, max_records, out, expected, view,
+                                &seq_errors);
+        if (records < 0)
+            return NULL;
+        scan = at;
+        Py_ssize_t payloads = PyList_GET_SIZE(out) - first;
+        for (Py_ssize_t i = first; views_out != Py_None && i < PyList_GET_SIZE(out); i++)
+            if (PyList_Append(views_out, PyTuple_GET_ITEM(PyList_GET_ITEM(out, i), 1)) < 0)
+                return NULL;
+        q[W_RECORDS_READ] += (uint64_t)records;
+        q[W_PAYLOADS_READ] += (uint64_t)payloads;
+        q[W_SEQUENCE_ERRORS] += (uint64_t)seq_errors;
+    }
+    PyObject *result = PyTuple_New(3);
+    if (result == NULL)
+        return NULL;
+    PyTuple_SET_ITEM(result, 0, PyLong_FromLong(state));
+    PyTuple_SET_ITEM(result, 1, PyLong_FromUnsignedLongLong(scan));
+    PyTuple_SET_ITEM(result, 2, PyLong_FromSsize_t(records));
+    for (int i = 0; i < 3; i++)
+        if (PyTuple_GET_ITEM(result, i) == NULL) {
+            Py_DECREF(result);
+            return NULL;
+        }
+    return result;
 }
 
 static PyMethodDef methods[] = {
@@ -345,6 +489,8 @@ static PyMethodDef methods[] = {
      "-2: declared failed, write again."},
     {"read_ready", (PyCFunction)(void (*)(void))read_ready, METH_FASTCALL,
      "Deliver consecutive READY records from a scan position; (new scan, records, sequence errors)."},
+    {"poll_read", (PyCFunction)(void (*)(void))poll_read, METH_FASTCALL,
+     "Poll (without the GIL) until a record is ready or a deadline, then deliver; (state, new scan, records)."},
     {NULL, NULL, 0, NULL},
 };
 

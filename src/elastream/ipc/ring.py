@@ -192,8 +192,12 @@ _FUTEX = Futex()
 _PID = os.getpid()
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 if _ringfast is not None:
-    _ringfast.layout(_W_WPOS, _W_RPOS, _W_DATA_WAITERS, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES,
-                     _W_BYTES_READ, _W_LAST_PUBLISH_NS, WRITING, READY, READ, KIND_BATCH)
+    try:
+        _ringfast.layout(_W_WPOS, _W_RPOS, _W_DATA_WAITERS, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES,
+                         _W_BYTES_READ, _W_LAST_PUBLISH_NS, _W_RECORDS_READ, _W_PAYLOADS_READ, _W_SEQUENCE_ERRORS,
+                         WRITING, READY, READ, KIND_BATCH)
+    except TypeError:  # pragma: no cover - an extension built from an older source: the Python paths instead
+        _ringfast = None
 
 
 def _refresh_pid() -> None:
@@ -410,8 +414,9 @@ class SharedRing:
             self.release_consumer()
             self._drop_wake_writer()
         finally:
-            self._closed = True
-            self._finalizer()
+            with self._consumer_lock:              # a reader polling in C holds it: unmap only after it left
+                self._closed = True
+                self._finalizer()
 
     def unlink(self) -> None:
         """Remove the segment's name (owner only; idempotent). Mappings stay valid until closed."""
@@ -569,8 +574,8 @@ class SharedRing:
                 self._release_views_locked()
 
     def _try_read(self, max_records: int, views: bool) -> list:
-        self._check_open()
-        with self._consumer_lock:
+        with self._consumer_lock:                   # checked under the lock: close() unmaps holding it
+            self._check_open()
             self._claim_consumer()
             if self._views_out or self._held is not None:
                 self._release_views_locked()
@@ -582,21 +587,26 @@ class SharedRing:
         def attempt() -> list:
             return self._try_read(max_records, views)
 
-        while True:
-            records = attempt()
-            if records:
-                return records
-            if self.at_eof:
-                return []
-            remaining = None if deadline is None else deadline - time.monotonic()
-            if remaining is not None and remaining <= 0:
-                raise TimeoutError(f"ring {self.name}: nothing to read within {timeout} s")
-            self._check_open()
-            if not self._readable():
-                # polls by reading, so the records come straight out of the wait (its code warm from polling)
-                records = self._wait_data(remaining, recheck=False, attempt=attempt)
-                if isinstance(records, list) and records:
+        try:
+            while True:
+                records = attempt()
+                if records:
                     return records
+                if self.at_eof:
+                    return []
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"ring {self.name}: nothing to read within {timeout} s")
+                self._check_open()
+                if not self._readable():
+                    # polls by reading, so the records come straight out of the wait (its code warm from polling)
+                    records = self._wait_data(remaining, recheck=False, attempt=attempt, read=(max_records, views))
+                    if isinstance(records, list) and records:
+                        return records
+        except ValueError:                      # the mapping was released under us: closed by another thread
+            if self._closed:
+                raise RingClosedError(f"ring {self.name} was closed while reading") from None
+            raise
 
     def wait_readable(self, timeout: float | None = None) -> bool:
         """Wait until :meth:`try_read` can make progress or the stream has ended; False on timeout.
@@ -1103,12 +1113,14 @@ class SharedRing:
         return now >= self._lone_next_check
 
     # == internals: waiting =========================================================================
-    def _wait_data(self, timeout: float | None, recheck: bool, attempt: Any = None) -> Any:
+    def _wait_data(self, timeout: float | None, recheck: bool, attempt: Any = None,
+                   read: tuple[int, bool] | None = None) -> Any:
         """The consumer waits for a publish: a short poll, a hybrid poll near the expected arrival, then sleep.
 
         ``attempt`` (default: is anything readable?) is what the polls call;
         its truthy result is returned (a reader passes its read, so records
-        come straight out of the poll), False on timeout. Announcing is a flag
+        come straight out of the poll) with ``read`` = its (max_records,
+        views), False on timeout. Announcing is a flag
         the consumer sets with a full barrier and a waker clears just before
         it wakes, so nothing runs on the consumer's side between a wake-up and
         its next read (the first code after a sleep is the slow part of a
@@ -1126,7 +1138,7 @@ class SharedRing:
                     return self._seen(got)
             can_sleep = _FUTEX.available or self._wake_pipe is not None
             plan = self._arrivals.plan(time.monotonic()) if can_sleep else None
-            if plan is not None and (got := self._hybrid_poll(plan, deadline, predicate)):
+            if plan is not None and (got := self._hybrid_poll(plan, deadline, predicate, read)):
                 return self._seen(got)
             while not self._closed:
                 remaining = _MAX_SLEEP if deadline is None else min(_MAX_SLEEP, deadline - time.monotonic())
@@ -1185,13 +1197,16 @@ class SharedRing:
         _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, seconds)
         return None
 
-    def _hybrid_poll(self, plan: tuple[float, float], deadline: float | None, predicate: Any) -> Any:
+    def _hybrid_poll(self, plan: tuple[float, float], deadline: float | None, predicate: Any,
+                     read: tuple[int, bool] | None = None) -> Any:
         """Sleep (announced) until just before the expected arrival, then poll unannounced up to ``plan[1]``.
 
         While the consumer polls, producers see no announcement and skip the
         wake-up syscall; the predictor keeps the window within its duty share
-        of the gap (:mod:`elastream.ipc.arrivals`). Returns ``predicate()``'s
-        truthy result, or False.
+        of the gap (:mod:`elastream.ipc.arrivals`). With the C path the window
+        is one call that also delivers (``read``: max_records and views, as
+        :meth:`_read_waiting` passes them). Returns ``predicate()``'s truthy
+        result (the records), or False.
         """
         arrivals, clock = self._arrivals, time.monotonic   # the clock of the publish stamps
         start, stop = plan
@@ -1211,13 +1226,37 @@ class SharedRing:
         q = self._q
         q[_W_DATA_WAITERS] = 0                        # unannounced: a racing waker's byte only ends a later sleep
         t_poll = clock()
-        got = False
-        while clock() < stop and not self._closed:
-            if got := predicate():
-                break
-            _yield()                                  # a producer woken on this CPU runs at once, not after us
+        got = self._poll_in_c(stop, read) if self.fast else None
+        if got is None:                               # the Python loop (no C path, or it handed over)
+            got = False
+            while clock() < stop and not self._closed:
+                if got := predicate():
+                    break
+                _yield()                              # a producer woken on this CPU runs at once, not after us
         self._poll = (t_poll, got)                  # counted at the next wait (or statistics()), ending with it
         return got
+
+    def _poll_in_c(self, stop: float, read: tuple[int, bool] | None) -> Any:
+        """The polling window as one ``_ringfast.poll_read`` call: the records (or True when only looking),
+        False when the window ended empty, None when the general (Python) path must take over."""
+        with self._consumer_lock:
+            if self._closed or self._pending or self._views_out or self._held is not None or not self._token:
+                return None
+            max_records, views = read if read is not None else (0, False)
+            out: list = []
+            state, scan, records = _ringfast.poll_read(
+                self._base, self._data, self._cap, self._salt, self._scan, max_records, out, self._expected_seq,
+                self._buf if views else None, self._views_out if views else None, int(stop * 1e9))
+            if state != 1:
+                return None if state == 2 else False
+            if not records:
+                return True
+            self._scan = scan
+            if views:
+                self._held = self._head               # viewed records keep their space until release_views()
+            else:
+                self._publish_head(scan)
+            return out
 
     def _wait_space(self, size: int, timeout: float | None) -> bool:
         """A producer waits until ``size`` bytes fit: a short poll, then a futex sleep on the read cursor.

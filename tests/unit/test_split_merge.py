@@ -324,12 +324,15 @@ def test_keyed_replicas_with_a_slow_one_keep_order_and_state():
     assert flow[split_name("x")].operator.queued() == 0
 
 
-def test_a_linked_split_buffers_two_whole_batches_whatever_the_queue_size():
-    from elastream.ordered.split_merge import MAX_CHUNK
+def test_a_linked_split_buffers_two_whole_batches_and_the_merge_a_whole_release_whatever_the_queue_size():
+    from elastream.ordered.split_merge import MAX_CHUNK, MERGE_OUTPUT_CAPACITY
     from elastream.runtime.compile import compile_flow
 
     flow = replicate_flow(pipeline(PARTITIONED["reduce"]), {"x": 2})
     compiled = compile_flow(flow, max_queue_size=64, batch_size=16)
     capacity = {t.name: t.inputs[0].capacity for t in compiled.tasks if t.inputs}
     assert capacity[split_name("x")] == 2 * MAX_CHUNK   # a batch sized by the measured cost is not cut short
-    assert capacity["out"] == 64 and capacity[replica_name("x", 0)] == 64
+    assert capacity[replica_name("x", 0)] == 64
+    # The merge's consumer holds a whole release: a merge waiting for room downstream takes no input,
+    # so it would report no replica progress to the split meanwhile (and the split would starve them).
+    assert capacity["out"] == MERGE_OUTPUT_CAPACITY

@@ -90,6 +90,10 @@ PIECE_S = 0.02
 MIN_CHUNK, MAX_CHUNK = 16, 4096
 #: Batches the merge's reorder buffer holds before it parks later ones aside.
 DEFAULT_REORDER_CAPACITY = 4096
+#: Tuples the merge's downstream port holds (its ``output_capacity``): one arriving piece may release
+#: many parked batches at once, and the merge takes no input (so it reports no replica progress to the
+#: split) while part of a release still waits for room downstream.
+MERGE_OUTPUT_CAPACITY = 1 << 16
 #: How often (seconds) a split with a link samples its replicas' throughput, and decides on moves.
 CHECK_S = 0.01
 DECIDE_S = 0.2
@@ -527,6 +531,7 @@ class OrderedMerge(FunctionOperator):
         self.reorder = reorder
         self.capacity = int(capacity)
         self.link = link
+        self.output_capacity = MERGE_OUTPUT_CAPACITY
         self._rb: Any = None
         self._out: list = []
         self._partial: dict[int, list[tuple]] = {}

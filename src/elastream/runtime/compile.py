@@ -73,6 +73,9 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
                  reorder: str = "nonblocking", partitioning: str = "hybrid") -> CompiledFlow:
     """Create one task per operator and one buffer per input port.
 
+    A port holds ``max_queue_size`` tuples, or more when its operator declares
+    ``input_capacity`` or the operator feeding it declares ``output_capacity``.
+
     With ``threads > 1``, stateless and partitioned function operators get a
     :class:`~elastream.runtime.allotment.ParallelFunctionTask` whose order
     keeping uses the ``reorder`` and ``partitioning`` schemes.
@@ -90,6 +93,10 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
     for c in flow.connections:
         src, dst = tasks[c.src], tasks[c.dst]
         buf = dst.inputs[c.dst_port]
+        # An operator may also emit in bursts larger than max_queue_size (an ordered merge releasing
+        # parked batches); its consumer's port then holds a whole burst, so the producer need not
+        # come back once per max_queue_size tuples.
+        buf.capacity = max(buf.capacity, int(getattr(src.op, "output_capacity", 0) or 0))
         src.outputs[c.src_port].append(buf)
         buf.publishers.append(src)
         buf.open_publishers += 1

@@ -47,7 +47,12 @@ if TYPE_CHECKING:  # pragma: no cover
 GIL_NOTE = ("GIL case: hold — the per-tuple function is pure Python, so threads cannot overlap it; the speed-up "
             "comes from worker processes (process parallelism, one core each).")
 CALIBRATION_S = 0.2
+#: Calibration times slices of 100 calls for this long and keeps this quantile of them (at least SAMPLES slices).
+CALIBRATION_SPREAD_S = 1.0
+CALIBRATION_QUANTILE = 0.1
 CALIBRATION_SAMPLES = 25
+#: A plain-loop pass over a quarter of the data checks the calibration (:func:`checked_rounds`).
+RESCALE_TOLERANCE = 0.15
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,7 +97,12 @@ def make_data(tuples: int, keys: int, seed: int) -> list[tuple[int, int]]:
 
 
 def calibrate(cost_us: float) -> int:
-    """Rounds of :func:`burn` that take about ``cost_us`` on this machine (best of a few timings)."""
+    """Rounds of :func:`burn` that take about ``cost_us`` on this machine's usual (unhindered) speed.
+
+    Short timed slices spread over :data:`CALIBRATION_SPREAD_S`, of which a low quantile
+    counts: this VM's speed drifts (a process's first ~0.2 s and other moments run up to
+    ~40% slower), and calibrating in such a moment would shrink the per-tuple work.
+    """
     rounds = 100
     while True:
         t0 = time.perf_counter()
@@ -104,9 +114,40 @@ def calibrate(cost_us: float) -> int:
         if per_call > 2e-6:
             break
         rounds *= 4
-    # The fastest of many short samples: this VM's speed drifts, and a slow moment must not shrink the work.
-    best = min(_time_calls(rounds) for _ in range(CALIBRATION_SAMPLES))
-    return max(1, round(rounds * cost_us * 1e-6 / best))
+    return max(1, round(rounds * cost_us * 1e-6 / _typical_call_time(rounds)))
+
+
+def _typical_call_time(rounds: int) -> float:
+    """Seconds per ``burn(_, rounds)`` call: the CALIBRATION_QUANTILE of slices timed over CALIBRATION_SPREAD_S."""
+    slices = []
+    t_end = time.perf_counter() + CALIBRATION_SPREAD_S
+    while time.perf_counter() < t_end or len(slices) < CALIBRATION_SAMPLES:
+        slices.append(_time_calls(rounds))
+    slices.sort()
+    return slices[int(len(slices) * CALIBRATION_QUANTILE)]
+
+
+def checked_rounds(data: list[tuple[int, int]], rounds: int, cost_us: float) -> int:
+    """``rounds``, re-scaled upwards when a plain-loop pass over a quarter of ``data`` runs too cheap.
+
+    The pass takes about a second, so it averages over the VM's slow moments; those only ever
+    make work look *dearer*, so a pass cheaper than ``cost_us`` by more than RESCALE_TOLERANCE
+    means the calibration itself ran in a slow moment. The pass is discarded (it warms up too).
+    """
+    sample = data[:max(1, len(data) // 4)]
+    t0 = time.perf_counter()
+    plain_loop(sample, rounds)
+    return rescaled_rounds(rounds, cost_us, (time.perf_counter() - t0) / len(sample) * 1e6)
+
+
+def rescaled_rounds(rounds: int, cost_us: float, measured_us: float) -> int:
+    """``rounds`` scaled up to ``cost_us`` when ``measured_us`` falls short by more than RESCALE_TOLERANCE.
+
+    Example: ``rescaled_rounds(300, 20.0, 12.0)`` → 500; ``rescaled_rounds(300, 20.0, 18.0)`` → 300.
+    """
+    if measured_us >= cost_us * (1.0 - RESCALE_TOLERANCE):
+        return rounds
+    return max(1, round(rounds * cost_us / measured_us))
 
 
 def _time_calls(rounds: int, calls: int = 100) -> float:
@@ -157,7 +198,7 @@ def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Calibrate, then time the plain loop and each process count ``--repeat`` times."""
     data = make_data(args.tuples, args.keys, args.seed)
-    rounds = calibrate(args.cost_us)
+    rounds = checked_rounds(data, calibrate(args.cost_us), args.cost_us)
     server_start_s = _warm_fork_server(args) if args.start_method == "forkserver" else None
     best: dict[str, float] = {}
     reference: list | None = None

@@ -41,3 +41,10 @@ def test_plain_loop_and_flow_agree_on_the_running_sums():
     for (k, v), (k2, s) in zip(data, out):
         sums[k] = sums.get(k, 0) + keyed.burn(v, 3)
         assert k == k2 and s == sums[k]
+
+
+def test_calibration_is_rescaled_only_when_the_check_pass_runs_too_cheap():
+    # A slow moment of the machine only makes work look dearer: only a too-cheap pass re-scales.
+    assert keyed.rescaled_rounds(300, 20.0, 12.0) == 500
+    assert keyed.rescaled_rounds(300, 20.0, 18.0) == 300
+    assert keyed.rescaled_rounds(300, 20.0, 30.0) == 300

@@ -355,6 +355,20 @@ def test_blocking_write_times_out_then_succeeds_after_a_read(ring):
         ring.read(timeout=0.02)
 
 
+def test_a_forked_child_writing_for_the_handles_producer_writes_as_itself(ring):
+    """The C append's cached configuration is per process: the child's first write binds the id to it."""
+    import multiprocessing as mp
+
+    me = ring.register_producer()
+    ring.write_batch([b"parent"])
+    child = mp.get_context("fork").Process(target=ring.write_batch, args=([b"child"],))
+    child.start()
+    child.join(10)
+    assert child.exitcode == 0
+    assert payloads(ring.try_read()) == [b"parent", b"child"]
+    assert ring.failed_producers() == (me,)                   # bound to the child, which has exited
+
+
 # -- life cycle ------------------------------------------------------------------------------------
 def test_attach_and_pickle_by_name():
     with SharedRing.create(8192) as owner:

@@ -81,40 +81,56 @@ release_all(Py_buffer *views, int n)
         PyBuffer_Release(&views[i]);
 }
 
-/* try_write(base, data_off, cap, salt, slot, producer, kind, target, payloads, writing)
+/* try_write(producer_cfg, kind, target, payloads)
+ * producer_cfg = (base, data_off, cap, salt, slot, producer, writing), built once per producer handle.
  * Returns the consumer's "sleeping" flag (>= 0) after publishing, -1 when the general path must run
- * (wrap, full ring, too many parts, a payload that is not a contiguous buffer, or writing[producer]
- * set: a thread of this process is inside the general path for this producer), or -2 when the
- * consumer declared the record failed before it was published (the caller writes it again).
- * Holding the GIL from reservation to publish is what serialises this producer's writes. */
+ * (wrap, full ring, too many parts, a payload that is not a contiguous buffer, a target out of range,
+ * writing[producer] set: a thread of this process is inside the general path for this producer, or the
+ * last byte of `writing` set: the handle is closing), or -2 when the consumer declared the record failed
+ * before it was published (the caller writes it again).
+ * Holding the GIL from the closing check to publish is what serialises this producer's writes and keeps
+ * the mapping alive under the call. */
 static PyObject *
 try_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     void *base_ptr;
-    PyObject *base_obj, *payloads, *writing;
+    PyObject *cfg, *payloads, *writing;
     Py_ssize_t data_off, slot;
     unsigned long long cap, salt, target, producer_arg, kind_arg;
-    if (!nargs_is(nargs, 10, "try_write"))
+    if (!nargs_is(nargs, 4, "try_write"))
         return NULL;
-    base_obj = args[0];
-    payloads = args[8];
-    writing = args[9];
-    if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
-        ssize_arg(args, 4, &slot) || u64_arg(args, 5, &producer_arg) || u64_arg(args, 6, &kind_arg) ||
-        u64_arg(args, 7, &target))
+    cfg = args[0];
+    payloads = args[3];
+    if (!PyTuple_CheckExact(cfg) || PyTuple_GET_SIZE(cfg) != 7) {
+        PyErr_SetString(PyExc_TypeError, "try_write: the producer configuration must be a 7-tuple");
         return NULL;
+    }
+    PyObject *const *c = &PyTuple_GET_ITEM(cfg, 0);
+    writing = c[6];
+    if (ssize_arg(c, 1, &data_off) || u64_arg(c, 2, &cap) || u64_arg(c, 3, &salt) || ssize_arg(c, 4, &slot) ||
+        u64_arg(c, 5, &producer_arg) || u64_arg(args, 1, &kind_arg))
+        return NULL;
+    target = PyLong_AsUnsignedLongLong(args[2]);
+    if (target == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return PyLong_FromLong(-1);             /* negative or huge: the general path raises */
+    }
+    if (target > 0xFFFFFFFFull)
+        return PyLong_FromLong(-1);
     if (!PyByteArray_Check(writing)) {
         PyErr_SetString(PyExc_TypeError, "try_write: writing must be a bytearray");
         return NULL;
     }
     unsigned int producer = (unsigned int)producer_arg, kind = (unsigned int)kind_arg;
-    if ((Py_ssize_t)producer >= PyByteArray_GET_SIZE(writing) || PyByteArray_AS_STRING(writing)[producer])
+    Py_ssize_t flags = PyByteArray_GET_SIZE(writing);
+    if ((Py_ssize_t)producer + 1 >= flags || PyByteArray_AS_STRING(writing)[producer] ||
+        PyByteArray_AS_STRING(writing)[flags - 1])
         return PyLong_FromLong(-1);
     if (!configured) {
         PyErr_SetString(PyExc_RuntimeError, "_ringfast.layout() was not called");
         return NULL;
     }
-    base_ptr = PyLong_AsVoidPtr(base_obj);
+    base_ptr = PyLong_AsVoidPtr(c[0]);
     if (base_ptr == NULL && PyErr_Occurred())
         return NULL;
     if (!PyList_CheckExact(payloads))

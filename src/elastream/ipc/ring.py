@@ -336,7 +336,7 @@ class SharedRing:
         self._q = q
         self._atomic = AtomicWords(buf)
         self._base = self._atomic.address(0)
-        self.fast = _ringfast is not None   # False: the Python paths alone (the tests run both)
+        self._fast = _ringfast is not None  # False: the Python paths alone (the tests run both)
         self._cap = q[_W_CAPACITY]
         self._data = q[_W_DATA_OFFSET]
         self._salt = q[_W_SALT]
@@ -350,7 +350,10 @@ class SharedRing:
         self._own: list[int] = []
         self._bound: dict[int, int] = {}
         self._locks: dict[int, threading.Lock] = {}
-        self._writing = bytearray(self._max_producers)   # ids inside the general write path (C declines them)
+        # ids inside the general write path (C declines them); the last byte: closing (C declines everything)
+        self._writing = bytearray(self._max_producers + 1)
+        self._fast_cfg: tuple | None = None         # the C append's configuration for this handle's one producer
+        self._fast_pid = 0                          # ... valid in this process only
         self._last_rejected = HEADER_BYTES + _ALIGN
         self._wake_writer: tuple[int, int] = (0, -1)   # (consumer token, write fd of its wake pipe)
         self._wake_lock = threading.Lock()
@@ -389,6 +392,19 @@ class SharedRing:
         return f"<SharedRing {self.name} capacity={self._cap} {'owner ' if self._owner else ''}{state}>"
 
     @property
+    def fast(self) -> bool:
+        """True while this handle uses the C hot paths (:mod:`elastream.ipc._ringfast`, when built).
+
+        Set it False to run the Python paths alone (the tests run every ring test both ways).
+        """
+        return self._fast
+
+    @fast.setter
+    def fast(self, on: bool) -> None:
+        self._fast = bool(on) and _ringfast is not None
+        self._configure_fast_write()
+
+    @property
     def capacity(self) -> int:
         """Bytes in the data area."""
         return self._cap
@@ -410,6 +426,8 @@ class SharedRing:
         """
         if self._closed:
             return
+        self._writing[-1] = 1                       # under the GIL: no C append runs on the mapping after this
+        self._fast_cfg = None
         try:
             self.release_consumer()
             self._drop_wake_writer()
@@ -448,6 +466,7 @@ class SharedRing:
         self._bind(pid)
         self._q[self._slot(pid) + _P_STATE] = _OPEN
         self._own.append(pid)
+        self._configure_fast_write()
         return pid
 
     def close_producer(self, producer: int | None = None) -> None:
@@ -470,6 +489,7 @@ class SharedRing:
                 break
         if pid in self._own:
             self._own.remove(pid)
+        self._configure_fast_write()
         self._wake_consumer(force=True)
 
     def try_write_batch(self, payloads: Sequence[Any], target: int = 0, *, producer: int | None = None) -> bool:
@@ -481,7 +501,15 @@ class SharedRing:
 
         Example: ``ring.try_write_batch([codec_output_1, codec_output_2], target=7)``
         """
-        if self._fast_write(payloads, KIND_BATCH, target, producer):
+        cfg = self._fast_cfg                    # the common append, inline: each Python call costs when cold
+        if cfg is not None and producer is None and self._fast_pid == _PID and type(payloads) is list:
+            status = _ringfast.try_write(cfg, KIND_BATCH, target, payloads)
+            if status >= 0:
+                if status:
+                    self._wake_consumer()
+                return True
+            self._declined(status)
+        elif self._fast_write(payloads, KIND_BATCH, target, producer):
             return True
         parts, lengths = _gather(payloads)
         if not lengths:
@@ -499,13 +527,9 @@ class SharedRing:
 
         Raises TimeoutError when ``timeout`` seconds pass first.
         """
-        if self._fast_write(payloads, KIND_BATCH, target, producer):
+        if self.try_write_batch(payloads, target, producer=producer):
             return
         parts, lengths = _gather(payloads)
-        if not lengths:
-            raise ValueError(f"ring {self.name}: a batch needs at least one payload")
-        if self._try_write(parts, lengths, KIND_BATCH, target, producer):
-            return
         deadline = None if timeout is None else time.monotonic() + timeout
         pid = self._resolve(producer)
         size = _record_size(sum(lengths) + 4 * len(lengths))
@@ -713,6 +737,7 @@ class SharedRing:
             self._q[slot + _P_START] = start
             self._q[slot + _P_PID] = pid
             self._bound[producer] = me
+            self._configure_fast_write()
 
     def _fast_write(self, payloads: Any, kind: int, target: int, producer: int | None) -> bool:
         """The common append in one C call (``_ringfast.try_write``); False: take the general path.
@@ -723,22 +748,39 @@ class SharedRing:
         both write the same record format. No lock: the call holds the GIL
         from reservation to publish, and it declines while a thread of this
         handle is inside the general path for the same id (``_writing``).
+        The batch writes inline this for the handle's one producer
+        (:meth:`_configure_fast_write`).
         """
-        if not self.fast or self._closed or type(payloads) is not list or not 0 <= target <= _M32:
+        if not self._fast or self._closed or type(payloads) is not list:
             return False
         own = self._own
         pid = own[0] if producer is None and len(own) == 1 else self._resolve(producer)
         if self._bound.get(pid) != _PID:
             return False
-        status = _ringfast.try_write(self._base, self._data, self._cap, self._salt, _CTRL_WORDS + pid * _SLOT_WORDS,
-                                     pid, kind, target, payloads, self._writing)
+        status = _ringfast.try_write(self._producer_cfg(pid), kind, target, payloads)
         if status < 0:
-            if status == -2:
-                self._q[_CTRL_WORDS + pid * _SLOT_WORDS + _P_REWRITES] += 1
+            self._declined(status, pid)
             return False
         if status:
             self._wake_consumer()
         return True
+
+    def _producer_cfg(self, pid: int) -> tuple:
+        return self._base, self._data, self._cap, self._salt, _CTRL_WORDS + pid * _SLOT_WORDS, pid, self._writing
+
+    def _configure_fast_write(self) -> None:
+        """Cache the C append's configuration while this handle has exactly one producer, bound here."""
+        own = self._own
+        if self._fast and not self._closed and len(own) == 1 and self._bound.get(own[0]) == _PID:
+            self._fast_cfg, self._fast_pid = self._producer_cfg(own[0]), _PID
+        else:
+            self._fast_cfg = None
+
+    def _declined(self, status: int, pid: int | None = None) -> None:
+        """The C append declined (-1) or lost its record to a failure declaration (-2, counted here)."""
+        if status == -2:
+            pid = self._own[0] if pid is None else pid
+            self._q[_CTRL_WORDS + pid * _SLOT_WORDS + _P_REWRITES] += 1
 
     def _try_write(self, parts: list, lengths: list[int], kind: int, target: int, producer: int | None) -> bool:
         # The hot path of every cross-process batch: rare cases (wrap, failure) live in their own methods.
@@ -938,7 +980,7 @@ class SharedRing:
                     blocked.add(e.producer)
             self._pending = keep
         scan = self._scan
-        if self.fast and not blocked and scan < w:  # the common case in one C call; it stops where the loop starts
+        if self._fast and not blocked and scan < w:  # the common case in one C call; it stops where the loop starts
             scan, delivered, seq_errors = _ringfast.read_ready(self._base, data, cap, salt, scan, w,
                                                                max_records - records, out, self._expected_seq,
                                                                self._buf if views else None)
@@ -1226,7 +1268,7 @@ class SharedRing:
         q = self._q
         q[_W_DATA_WAITERS] = 0                        # unannounced: a racing waker's byte only ends a later sleep
         t_poll = clock()
-        got = self._poll_in_c(stop, read) if self.fast else None
+        got = self._poll_in_c(stop, read) if self._fast else None
         if got is None:                               # the Python loop (no C path, or it handed over)
             got = False
             while clock() < stop and not self._closed:

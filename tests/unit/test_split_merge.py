@@ -261,18 +261,36 @@ def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():
     assert pieces[1] > 3 * pieces[0], pieces
 
 
-def test_choose_moves_is_proportional_and_keeps_the_source_loaded():
-    from elastream.ordered.rebalance import FillMeter, choose_moves
+def test_choose_moves_follows_the_capacity_shares_without_overshooting():
+    from elastream.ordered.rebalance import choose_moves
 
-    assert choose_moves([0.9, 0.1], [0, 0, 0, 0, 1], [10] * 5) == [(1, 0, 1)]
-    assert choose_moves([0.5, 0.45], [0, 0, 1, 1], [10] * 4) == []          # within GAP: leave it
-    assert choose_moves([1.0, 0.0], [0, 1, 1, 1], [10] * 4) == []           # the source keeps its last partition
-    big_gap = choose_moves([1.0, 0.0], [0] * 8 + [1], [10] * 9)
-    assert 1 <= len(big_gap) < 7 and all(m[1:] == (0, 1) for m in big_gap)
-    meter = FillMeter(2)
-    meter.observe([0.2, 3.0])
-    meter.observe([0.4, 0.0])
-    assert meter.take() == pytest.approx([0.3, 0.5]) and meter.take() is None  # fills count at most 1
+    assert choose_moves([1.0, 3.0], [0, 0, 0, 1], [10] * 4) == [(1, 0, 1), (2, 0, 1)]  # 30:10 → 10:30
+    assert choose_moves([1.0, 1.0], [0, 0, 1, 1], [10] * 4) == []           # already at the shares
+    assert choose_moves([1.0, 1.1], [0] * 32 + [1] * 32, [10] * 64) == []   # within SLACK: leave it
+    assert choose_moves([None, 1.0], [0, 0, 0, 1], [10] * 4) == []          # a rate unknown: no guess
+    assert choose_moves([1.0, 100.0], [0, 1, 1, 1], [10] * 4) == []         # the source keeps its last partition
+    # 64 partitions of equal load, capacities 45:55: 32:32 → 29:35 (exact would be 28.8:35.2), never past it.
+    moves = choose_moves([0.45, 0.55], [0] * 32 + [1] * 32, [10] * 64)
+    assert len(moves) == 3 and all(m[1:] == (0, 1) for m in moves)
+    table = [0] * 32 + [1] * 32
+    for p, _, target in moves:
+        table[p] = target
+    assert choose_moves([0.45, 0.55], table, [10] * 64) == []              # and nothing swings back
+
+
+def test_rate_meter_counts_only_intervals_with_work_in_hand():
+    from elastream.ordered.rebalance import RATE_WEIGHT, RateMeter
+
+    meter = RateMeter(2)
+    meter.observe(0.0, [0, 0], [True, True], [0.0, 0.0])
+    meter.observe(0.1, [100, 50], [True, False], [0.1, 0.01])  # replica 1 may have run dry meanwhile
+    meter.observe(0.2, [200, 300], [True, True], [0.2, 0.06])
+    # Replica 0: wall-clock rate. Replica 1 had work in hand for half the period only: its own speed.
+    assert meter.update() == [pytest.approx(1000.0), pytest.approx(5000.0)]
+    meter.observe(0.3, [400, 400], [True, True], [0.3, 0.1])
+    meter.observe(0.4, [500, 500], [True, True], [0.4, 0.2])
+    assert meter.update() == [pytest.approx(RATE_WEIGHT * 1500.0 + (1 - RATE_WEIGHT) * 1000.0),
+                              pytest.approx(RATE_WEIGHT * 1000.0 + (1 - RATE_WEIGHT) * 5000.0)]
 
 
 class _RecordingPort:

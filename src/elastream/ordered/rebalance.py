@@ -15,12 +15,13 @@ replica's backlog (tuples sent and not yet finished) and
 * stateless operators: sends each batch to the replica whose backlog is the
   smallest fraction of its window (join-shortest-queue) instead of blind
   round-robin;
-* partitioned operators: moves partitions, *with their keys' state*, from the
-  replica whose backlog stays fullest to the one that runs towards empty
-  (:class:`FillMeter`, :func:`choose_moves`).
-  Replicas run at different speeds whenever their processes do (other work in
-  the same process, a core shared with other programs), and a static
-  partition table cannot follow that.
+* partitioned operators: moves partitions, *with their keys' state*, so that
+  each replica's share of the recent load follows its share of the measured
+  capacity — its processing rate in wall-clock time while it had work in hand
+  (:class:`RateMeter`, :func:`choose_moves`). Replicas run at different speeds
+  whenever their processes do (other work in the same process, such as the
+  split and the merge themselves, a core shared with other programs), and a
+  static partition table cannot follow that.
 
 A move of partition ``p`` from replica ``a`` to ``b``:
 
@@ -54,10 +55,15 @@ START_S = 0.05
 START_WINDOW = 256
 MIN_WINDOW = 8
 MAX_WINDOW = 1 << 18
-#: Moves start when two replicas' mean backlog fill (over a decision period) differs by at least GAP;
-#: they take away about GAIN × gap of the fuller replica's recent load.
-GAP = 0.15
-GAIN = 0.35
+#: A replica's rate counts only over sampling intervals that it began and ended with at least BUSY of
+#: its window in hand: a replica that ran dry (or was held back) says nothing about its speed.
+BUSY = 0.25
+#: Each decision period's rate sample weighs RATE_WEIGHT against the earlier estimate (exponential average).
+RATE_WEIGHT = 0.5
+#: Moves start when a replica carries more than its capacity share of the recent load by at least SLACK
+#: of that load (above one partition's share of a typical table, so that the rounding of one move never
+#: calls for a move back).
+SLACK = 0.025
 #: How long a throttled split sleeps before it looks again.
 THROTTLE_S = 0.002
 #: A split that waited for a full backlog resumes when it is down to this fraction of the window.
@@ -115,64 +121,97 @@ class Move:
     """Pieces of the partition's tuples that arrived meanwhile, in order: sent to ``target`` after the state."""
 
 
-class FillMeter:
-    """Each replica's mean backlog fill (backlog / window) over a decision period.
+class RateMeter:
+    """Each replica's capacity: tuples finished per second of wall-clock time while it had work in hand.
 
-    Fill is the one signal that needs no guess about *why* a replica is slow:
-    a replica whose process also runs other operators, or shares its core,
-    drains its backlog more slowly than it is refilled and its fill stays
-    high, while one with time to spare runs towards empty. Throughput
-    samples cannot tell a slow replica from a starved one.
+    Wall-clock time, so that whatever slows a replica counts — other operators
+    of its process (the split and the merge beside a local replica), a core
+    shared with other programs. Intervals in which a replica may have run dry
+    do not count (a starved replica's throughput says nothing about its
+    speed). A replica that had work in hand for less than half of a period —
+    one starved because the split waits for a slower one — is measured by its
+    own processing time instead (``busy_s``: its speed alone, an upper bound
+    of its capacity, enough to see that it can take more). Each period's rate
+    is folded into an exponential average, which survives moves: capacity
+    belongs to the replica, not to its partitions.
     """
 
     def __init__(self, replicas: int):
-        self._sums = [0.0] * replicas
-        self._samples = 0
+        # (time, done, busy, busy_s) of the latest sample, and (time, done, busy_s) when the period began.
+        self._last: tuple[float, list[int], list[bool], list[float]] | None = None
+        self._start: tuple[float, list[int], list[float]] | None = None
+        self._tuples = [0] * replicas
+        self._seconds = [0.0] * replicas
+        self.rates: list[float | None] = [None] * replicas
 
-    def observe(self, fill: list[float]) -> None:
-        """Add one sample of every replica's fill."""
-        self._sums = [a + min(f, 1.0) for a, f in zip(self._sums, fill)]
-        self._samples += 1
+    def observe(self, now: float, done: list[int], busy: list[bool], busy_s: list[float]) -> None:
+        """One sample: tuples finished so far per replica, which replicas have enough in hand to stay
+        busy, and each replica's processing seconds so far."""
+        if self._last is not None:
+            then, before, was_busy, _ = self._last
+            for r, (d, b) in enumerate(zip(done, busy)):
+                if b and was_busy[r]:
+                    self._tuples[r] += d - before[r]
+                    self._seconds[r] += now - then
+        else:
+            self._start = (now, list(done), list(busy_s))
+        self._last = (now, list(done), list(busy), list(busy_s))
 
-    def take(self) -> list[float] | None:
-        """The mean fills since the last call (None without samples); starts a new period."""
-        if not self._samples:
-            return None
-        means = [a / self._samples for a in self._sums]
-        self._sums = [0.0] * len(self._sums)
-        self._samples = 0
-        return means
+    def update(self) -> list[float | None]:
+        """Fold the period's samples into the estimates and start a new period; return the estimates."""
+        if self._last is None or self._start is None:
+            return list(self.rates)
+        now, done, _, busy_s = self._last
+        began, done0, busy_s0 = self._start
+        for r, seconds in enumerate(self._seconds):
+            if self._tuples[r] > 0 and seconds >= (now - began) / 2:
+                self._fold(r, self._tuples[r] / seconds)
+            elif done[r] > done0[r] and busy_s[r] > busy_s0[r]:
+                self._fold(r, (done[r] - done0[r]) / (busy_s[r] - busy_s0[r]))
+        self._start = (now, list(done), list(busy_s))
+        self._tuples = [0] * len(self._tuples)
+        self._seconds = [0.0] * len(self._seconds)
+        return list(self.rates)
+
+    def _fold(self, r: int, sample: float) -> None:
+        old = self.rates[r]
+        self.rates[r] = sample if old is None else RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * old
 
 
-def choose_moves(mean_fill: list[float], table: list[int], load: list[int]) -> list[tuple[int, int, int]]:
+def choose_moves(rates: list[float | None], table: list[int], load: list[int]) -> list[tuple[int, int, int]]:
     """Partitions to move now, as ``(partition, source, target)`` triples (possibly none).
 
-    When the fullest replica's mean fill exceeds the emptiest one's by at
-    least :data:`GAP`, partitions go from the fullest to the emptiest, largest
-    first, while they fit in a budget of ``GAIN × gap`` of the source's recent
-    load (a proportional step: a small gap moves little, so the split does not
-    overshoot and swing back); the source always keeps its largest partition.
-    If nothing fits but the gap is twice GAP, the source's smallest partition moves.
+    Replica ``r`` should carry ``rates[r] / sum(rates)`` of the recent
+    ``load``. When the replica with the most excess carries at least
+    :data:`SLACK` of the load too much, its partitions go to the replica with
+    the least, largest first, each only while it brings the two closer to
+    their shares (so one move overshoots by less than one partition — below
+    SLACK, and nothing swings back); the source keeps at least one partition.
+    Nothing moves while a rate is unknown.
 
-    Example: ``choose_moves([0.9, 0.1], [0, 0, 0, 0, 1], [10] * 5)`` → ``[(1, 0, 1)]``
+    Example: ``choose_moves([1.0, 3.0], [0, 0, 0, 1], [10] * 4)`` → ``[(1, 0, 1), (2, 0, 1)]``
     """
-    replicas = range(len(mean_fill))
-    source = max(replicas, key=mean_fill.__getitem__)
-    target = min(replicas, key=mean_fill.__getitem__)
-    gap = mean_fill[source] - mean_fill[target]
-    if source == target or gap < GAP:
+    if not rates or any(r is None or r <= 0 for r in rates):
         return []
-    owned = sorted((p for p, r in enumerate(table) if r == source and load[p] > 0), key=lambda p: (-load[p], p))
-    if len(owned) < 2:
+    owned = [0] * len(rates)
+    for p, r in enumerate(table):
+        if r >= 0:
+            owned[r] += load[p]
+    total, capacity = sum(owned), sum(rates)  # type: ignore[arg-type]
+    if total <= 0:
         return []
-    budget = GAIN * gap * sum(load[p] for p in owned)
+    excess = [owned[r] - total * rate / capacity for r, rate in enumerate(rates)]  # type: ignore[operator]
+    source = max(range(len(rates)), key=excess.__getitem__)
+    target = min(range(len(rates)), key=excess.__getitem__)
+    budget = min(excess[source], -excess[target])
+    if source == target or budget < SLACK * total:
+        return []
+    candidates = sorted((p for p, r in enumerate(table) if r == source and load[p] > 0), key=lambda p: (-load[p], p))
     moves = []
-    for p in owned[1:]:
-        if load[p] <= budget:
+    for p in candidates[1:]:
+        if load[p] < 2 * budget:  # then |budget - load| < budget: the shares get closer
             moves.append((p, source, target))
             budget -= load[p]
-    if not moves and gap >= 2 * GAP:
-        moves.append((owned[-1], source, target))
     return moves
 
 

@@ -76,7 +76,7 @@ from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
-from elastream.ordered.rebalance import (HOLD, RESUME, THROTTLE_S, FillMeter, Move, SplitMergeLink, choose_moves,
+from elastream.ordered.rebalance import (BUSY, HOLD, RESUME, THROTTLE_S, Move, RateMeter, SplitMergeLink, choose_moves,
                                          keyed_state)
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
@@ -159,7 +159,7 @@ class OrderedSplit(Operator):
         self._load = [0] * self.partitions
         self._keys: list[list] = [[] for _ in range(self.partitions)]
         self._seen: set = set()
-        self._meter = FillMeter(replicas)
+        self._meter = RateMeter(replicas)
         # A keyed split with a link queues each replica's pieces and sends them while its backlog has room.
         keyed_link = link is not None and key is not None and replicas > 1
         self._queues: list[deque] | None = [deque() for _ in range(replicas)] if keyed_link else None
@@ -292,9 +292,10 @@ class OrderedSplit(Operator):
         return max(fill) >= limit
 
     async def _balance(self, outs: list) -> None:
-        """Sample the replicas' backlog fill every CHECK_S; every DECIDE_S, start the moves it calls for.
+        """Sample the replicas' progress every CHECK_S; every DECIDE_S, start the moves their rates call for.
 
-        No decision while a move is still on its way: its effect is not in the fills yet.
+        No decision while a move is still on its way (its tuples are held), nor
+        on an imbalance seen only once (one period's rates may be a burst).
         """
         now = perf_counter()
         if now < self._next_check:
@@ -302,17 +303,17 @@ class OrderedSplit(Operator):
         self._next_check = now + CHECK_S
         link = self.link
         if not all(link.done):  # type: ignore[union-attr]
-            # A replica still starting (its process booting) looks full: judge only once all run.
+            # A replica still starting (its process booting) has no rate yet: judge only once all run.
             self._next_decision = now + DECIDE_S
             return
-        self._meter.observe(self._pressure())
+        windows = link.windows()  # type: ignore[union-attr]
+        in_hand = [b >= BUSY * w for b, w in zip(link.backlog(), windows)]  # type: ignore[union-attr]
+        self._meter.observe(now, link.done, in_hand, link.busy_s)  # type: ignore[union-attr]
         if now < self._next_decision or self._moves:
             return
         self._next_decision = now + DECIDE_S
-        mean_fill = self._meter.take()
-        moves = choose_moves(mean_fill, self.table, self._load) if mean_fill is not None else []
+        moves = choose_moves(self._meter.update(), self.table, self._load)
         self._load = [n // 2 for n in self._load]  # recent load: older tuples count less at every decision
-        # Act only on an imbalance seen in two periods running: one period's fills may be a burst.
         direction = (moves[0][1], moves[0][2]) if moves else None
         moves, self._direction = (moves if direction is not None and direction == self._direction else []), direction
         for p, source, target in moves:
@@ -321,14 +322,6 @@ class OrderedSplit(Operator):
             self._enqueue(source, (EXPORT_SEQ, p, list(self._keys[p])), 0)  # behind p's last queued tuples
         if moves:
             await self._flush(outs)
-
-    def _pressure(self) -> list[float]:
-        """Each replica's backlog plus queued tuples as a fraction of its window (the fill the moves follow)."""
-        link = self.link
-        backlog = link.backlog()  # type: ignore[union-attr]
-        if self._queues is not None:
-            backlog = [b + q for b, q in zip(backlog, self._queued)]
-        return [b / w for b, w in zip(backlog, link.windows())]  # type: ignore[union-attr]
 
     async def _deliver_states(self, outs: list) -> None:
         states = self.link.states  # type: ignore[union-attr]
@@ -339,8 +332,7 @@ class OrderedSplit(Operator):
                 self._enqueue(move.target, piece, len(piece[3]))
             self.table[p] = move.target
             self.moves_done += 1
-            if not self._moves:  # fills from before the move say nothing about after it
-                self._meter.take()
+            if not self._moves:  # the load shares the moves set up show from the next period on
                 self._next_decision = perf_counter() + DECIDE_S
 
     def _route_stateless(self, seq: int, items: list) -> list[tuple[int, tuple]]:

@@ -144,3 +144,22 @@ def test_a_stream_resuming_at_another_phase_is_followed_at_once():
     nxt = resume + 3 * GAP
     plan = p.plan(nxt - 0.005)
     assert plan is not None and plan[0] < nxt < plan[1]
+
+
+def test_one_very_late_first_sleep_does_not_stop_polling_for_good():
+    """A fresh process's first timed sleep can end milliseconds late; polling must come back."""
+    p = ArrivalPredictor(duty=0.1)
+    t = 0.0
+    for _ in range(5):
+        t += GAP
+        p.arrived(t)
+    p.woke(planned=t, now=t + 0.0024)                 # 2.4 ms late: more than the whole 1 ms budget
+    planned = 0
+    for _ in range(60):
+        t += GAP
+        p.arrived(t)
+        if p.plan(t + 0.0001) is not None:
+            planned += 1
+            p.woke(planned=t + GAP - 0.0002, now=t + GAP - 0.00015)   # later sleeps end 50 µs late
+    assert planned > 40
+    assert p.lateness < 200e-6

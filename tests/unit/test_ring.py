@@ -369,6 +369,30 @@ def test_a_forked_child_writing_for_the_handles_producer_writes_as_itself(ring):
     assert ring.failed_producers() == (me,)                   # bound to the child, which has exited
 
 
+def _resident_kb(segment_name: str) -> int:
+    """Resident size of this process's mapping of /dev/shm/<segment_name> (from /proc/self/smaps)."""
+    rss, inside = 0, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                inside = line.rstrip().endswith("/dev/shm/" + segment_name)
+            elif inside and line.startswith("Rss:"):
+                rss += int(line.split()[1])
+    return rss
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_create_and_attach_map_every_page_up_front():
+    with SharedRing.create(1 << 20) as ring:
+        size_kb = (ring._data + ring.capacity) // 1024
+        assert _resident_kb(ring.name) >= size_kb             # no page faults in the first lap
+        other = SharedRing.attach(ring.name)
+        try:
+            assert _resident_kb(ring.name) >= 2 * size_kb     # both mappings of this process
+        finally:
+            other.close()
+
+
 # -- life cycle ------------------------------------------------------------------------------------
 def test_attach_and_pickle_by_name():
     with SharedRing.create(8192) as owner:

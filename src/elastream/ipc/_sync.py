@@ -313,6 +313,27 @@ class Segment:
             self._mmap = None  # type: ignore[assignment]
 
 
+#: madvise(2) advice that faults every page of a mapping in, writable (Linux 5.14+; 23 on every arch).
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+
+
+def prefault(mapping: mmap.mmap) -> bool:
+    """Map every page of ``mapping`` into this process now (False where the kernel cannot).
+
+    Why: a ring's pages are otherwise faulted in one by one on first touch, in
+    the middle of a write or a read, for the whole first lap of a new ring in
+    every process that maps it. Measured on the 2-vCPU VM (``bench ipc``'s
+    first point, 10 KB at 100 msg/s, which never laps a 2 MB ring): p50
+    111-144 µs with lazy faults, 79-88 µs prefaulted. The price is paid once,
+    up front: creating and attaching a 4 MB ring takes ~10 ms instead of 0.4.
+    """
+    try:
+        mapping.madvise(MADV_POPULATE_WRITE)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def attach_segment(name: str) -> Segment:
     """Map the existing segment ``name`` without registering it with the resource tracker."""
     return Segment(name)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 __all__ = ["ArrivalPredictor"]
 
-_ALPHA = 0.125            # EWMA weight of a new sleep-overshoot sample
 _QUANTILE_STEP = 0.05     # the jitter quantile moves by this share of itself (plus 1 µs) per arrival
 _UP = 3.0                 # ... up 3x as far as down: it settles at the 75th percentile of |error|
 _SCORE = 0.125            # EWMA weight of a polling window's hit (1) or miss (0)
@@ -61,7 +60,7 @@ class ArrivalPredictor:
     """
 
     __slots__ = ("duty", "min_lead", "last", "gap", "next", "dev", "lateness", "polls", "hits", "score",
-                 "_strikes", "_skipped", "_slept")
+                 "_strikes", "_skipped")
 
     def __init__(self, duty: float = 0.1, min_lead: float = 100e-6):
         self.duty = duty
@@ -70,13 +69,12 @@ class ArrivalPredictor:
         self.gap: float | None = None      # learned gap between records
         self.next: float | None = None     # expected time of the next record
         self.dev = 0.0                     # 75th percentile of |arrival - expected| (the jitter)
-        self.lateness = 100e-6             # smoothed overshoot of the consumer's timed sleeps (a guess until one)
+        self.lateness = 100e-6             # 75th percentile of the consumer's timed-sleep overshoots (a guess)
         self.polls = 0                     # polling windows opened
         self.hits = 0                      # ... that saw the record arrive
         self.score = 1.0                   # smoothed hit rate of the windows
         self._strikes = 0
         self._skipped = 0
-        self._slept = False
 
     def arrived(self, now: float) -> None:
         """A consumer that had to wait received a record published at ``now`` (one call per wait).
@@ -108,8 +106,7 @@ class ArrivalPredictor:
             return
         self._strikes = self._strikes + 1 if abs(error) > bound else 0
         clipped = min(bound, max(-bound, error))
-        step = _QUANTILE_STEP * self.dev + 1e-6
-        self.dev = self.dev + _UP * step if abs(error) > self.dev else max(0.0, self.dev - step)
+        self.dev = _quantile_step(self.dev, abs(error))
         self.gap = gap + _FREQUENCY * clipped / (periods + 1)
         self.next += (periods + 1) * self.gap + _PHASE * clipped
 
@@ -126,7 +123,13 @@ class ArrivalPredictor:
         if self.duty <= 0 or self.gap is None or self.next is None or self.gap <= 0:
             return None
         lead = self.lead()
-        if 2.0 * lead + self.lateness > self.duty * self.gap:   # a sleep that ends on time polls that much longer
+        budget = self.duty * self.gap
+        if 2.0 * lead + self.lateness > budget:       # a sleep that ends on time polls that much longer
+            if 2.0 * lead <= budget:
+                # refused for the sleeps' lateness alone: no timed sleep runs while this refuses, so it would
+                # never be measured again; it decays as if a sleep had ended on time, and comes back up if the
+                # sleeps after a re-try are really that late
+                self.lateness = _quantile_step(self.lateness, 0.0)
             return None
         if self.score < 0.5:                          # mostly missing: probe now and then
             self._skipped += 1
@@ -143,14 +146,18 @@ class ArrivalPredictor:
 
     def woke(self, planned: float, now: float) -> None:
         """A timed sleep meant to end at ``planned`` ended at ``now`` (records the overshoot)."""
-        late = max(0.0, now - planned)
-        if not self._slept:                           # the first measurement replaces the guess outright
-            self.lateness, self._slept = late, True
-        else:
-            self.lateness += _ALPHA * (late - self.lateness)
+        # a quantile, not a mean: the first sleep of a fresh process can end milliseconds late (cold code,
+        # a preempted vCPU), and that one sample must not make every later window look unaffordable
+        self.lateness = _quantile_step(self.lateness, max(0.0, now - planned))
 
     def polled(self, hit: bool) -> None:
         """A polling window ended, with the record seen (``hit``) or not."""
         self.polls += 1
         self.hits += hit
         self.score += _SCORE * (hit - self.score)
+
+
+def _quantile_step(estimate: float, sample: float) -> float:
+    """One step of the streaming 75th percentile: up three steps for a sample above, one down otherwise."""
+    step = _QUANTILE_STEP * estimate + 1e-6
+    return estimate + _UP * step if sample > estimate else max(0.0, estimate - step)

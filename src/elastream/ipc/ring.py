@@ -137,7 +137,7 @@ from typing import Any
 
 from elastream.errors import ElastreamError
 from elastream.ipc._sync import (AtomicWords, Futex, WakePipe, attach_segment, is_process_alive, open_wake_writer,
-                                  poke, process_identity)
+                                  poke, prefault, process_identity)
 from elastream.ipc.arrivals import ArrivalPredictor
 
 try:                                   # the optional C hot path (setup.py builds it where a compiler exists)
@@ -303,6 +303,7 @@ class SharedRing:
                 q[_W_MAGIC] = _MAGIC
             finally:
                 q.release()
+            prefault(shm._mmap)                          # noqa: SLF001 - the segment's own mapping
             return cls(shm.name, shm.buf, owner=shm)
         except BaseException:
             shm.close()
@@ -316,6 +317,7 @@ class SharedRing:
         Example: ``ring = SharedRing.attach(owner.name)``
         """
         segment = attach_segment(name)
+        prefault(segment._mmap)                          # noqa: SLF001
         try:
             return cls(name, segment.buf, segment=segment)
         except BaseException:

@@ -354,3 +354,19 @@ def test_a_linked_split_buffers_two_whole_batches_and_the_merge_a_whole_release_
     # The merge's consumer holds a whole release: a merge waiting for room downstream takes no input,
     # so it would report no replica progress to the split meanwhile (and the split would starve them).
     assert capacity["out"] == MERGE_OUTPUT_CAPACITY
+
+
+def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
+    from elastream.ordered.rebalance import LOCAL_WINDOW_S, WINDOW_S, SplitMergeLink
+
+    link = SplitMergeLink(2, local=[0])
+    link.done, link.busy_s = [1000, 1000], [0.01, 0.01]   # both replicas finish 100,000 tuples/s
+    assert link.windows() == [int(LOCAL_WINDOW_S * 1e5), int(WINDOW_S * 1e5)]
+    flow = es.Flow("placed")
+    flow.source(range(10), name="src").key_by(lambda e: e, partitions=4).reduce(lambda a, e: a + e, name="x") \
+        .sink(es.ops.Collect(), name="out")
+    rewritten, _ = expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#0": 0, "x#1": 1}, 2)
+    link = rewritten[split_name("x")].operator.link
+    assert link is rewritten[merge_name("x")].operator.link   # split and merge share process 0, and replica 0
+    link.done, link.busy_s = [1000, 1000], [0.01, 0.01]
+    assert link.windows() == [int(LOCAL_WINDOW_S * 1e5), int(WINDOW_S * 1e5)]

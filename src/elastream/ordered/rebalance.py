@@ -43,11 +43,16 @@ GIL makes safe without locks.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-#: Seconds of replica work the split lets each replica have in hand.
-WINDOW_S = 0.2
+#: Seconds of replica work the split lets each replica have in hand: enough to bridge the time until
+#: the split runs again and its pieces arrive (a replica in another process), or just until the split
+#: runs again (a *local* replica, in the split's own process). What a replica has in hand when the input
+#: ends is the run's tail, and the next move of its partitions waits behind it: no more than needed.
+WINDOW_S = 0.15
+LOCAL_WINDOW_S = 0.05
 #: Backlog bound of a replica that has finished nothing yet: START_S of the others' measured work (its
 #: process may still be starting, and the others should not wait for it), or START_WINDOW tuples while
 #: nothing is measured at all; then the bounds once its own cost is known.
@@ -77,13 +82,15 @@ class SplitMergeLink:
     """What a split and its merge in the same process share.
 
     ``sent`` is written by the split, ``done`` / ``busy_s`` / ``states`` by the merge.
+    ``local`` names the replicas that run in the split's own process.
     """
 
-    def __init__(self, replicas: int):
+    def __init__(self, replicas: int, local: Collection[int] = ()):
         self.sent = [0] * replicas
         self.done = [0] * replicas
         self.busy_s = [0.0] * replicas
         self.states: dict[int, dict] = {}
+        self._window_s = [LOCAL_WINDOW_S if r in local else WINDOW_S for r in range(replicas)]
 
     def backlog(self) -> list[int]:
         """Tuples sent to each replica whose outputs have not reached the merge yet."""
@@ -95,11 +102,12 @@ class SplitMergeLink:
         return busy / done if done and busy else None
 
     def windows(self) -> list[int]:
-        """Backlog bound per replica: about :data:`WINDOW_S` of its measured work, within fixed limits."""
+        """Backlog bound per replica: about :data:`WINDOW_S` (:data:`LOCAL_WINDOW_S` for a replica in the
+        split's process) of its measured work, within fixed limits."""
         mean = self.cost_per_tuple()
         start = START_WINDOW if mean is None else _bounded(START_S / mean)
-        return [_bounded(WINDOW_S * done / busy) if done and busy else start
-                for done, busy in zip(self.done, self.busy_s)]
+        return [_bounded(window_s * done / busy) if done and busy else start
+                for window_s, done, busy in zip(self._window_s, self.done, self.busy_s)]
 
     def fill(self) -> list[float]:
         """Each replica's backlog as a fraction of its window (1.0: full, the split waits for it)."""

@@ -106,7 +106,8 @@ def check_replicable(flow: Flow, name: str, count: int) -> None:
 
 def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None = None,
                    reorder: str = "nonblocking", reorder_capacity: int = DEFAULT_REORDER_CAPACITY,
-                   linked: Collection[str] | None = None) -> Flow:
+                   linked: Collection[str] | None = None,
+                   local: Mapping[str, Collection[int]] | None = None) -> Flow:
     """A new flow where each operator named in ``replicas`` runs as split → replicas → ordered merge.
 
     The original flow is left untouched; every replica gets its own deep copy
@@ -116,7 +117,9 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
     :data:`~elastream.ordered.split_merge.DEFAULT_CHUNK`). The split and merge of the operators in
     ``linked`` (default: all) share a :class:`~elastream.ordered.rebalance.SplitMergeLink`
     — only valid when they will run in the same process — which bounds
-    backlogs and balances the replicas (moving partitions with their state).
+    backlogs and balances the replicas (moving partitions with their state);
+    ``local`` names, per operator, the replicas placed in the split's process
+    (the link gives them a shorter backlog: the split refills them at once).
 
     Example::
 
@@ -132,7 +135,8 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
             continue
         op, count = handle.operator, replicas[name]
         keyed = replicable_kind(op) == PARTITIONED
-        link = SplitMergeLink(count) if linked is None or name in linked else None
+        link = (SplitMergeLink(count, local=(local or {}).get(name, ()))
+                if linked is None or name in linked else None)
         split = out.add(OrderedSplit(count, key=op.key if keyed else None,  # type: ignore[attr-defined]
                                      partitions=getattr(op, "partitions", 1) if keyed else 1, chunk=chunk,
                                      link=link, moves=supports_moves(op)),
@@ -199,7 +203,9 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
         full.setdefault(merge_name(name), _neighbour(flow, assignment, name, upstream=False, default=home))
     # A split and its merge balance the replicas only when they share a process (they share a link object).
     linked = [name for name in counts if full[split_name(name)] == full[merge_name(name)]]
-    rewritten = replicate_flow(flow, counts, linked=linked)
+    local = {name: [r for r in range(count) if full[replica_name(name, r)] == full[split_name(name)]]
+             for name, count in counts.items()}
+    rewritten = replicate_flow(flow, counts, linked=linked, local=local)
     missing = [n for n in rewritten.operators if n not in full]
     if missing:
         raise ValueError(f"placement assigns no process to {missing}")

@@ -47,12 +47,12 @@ if TYPE_CHECKING:  # pragma: no cover
 GIL_NOTE = ("GIL case: hold — the per-tuple function is pure Python, so threads cannot overlap it; the speed-up "
             "comes from worker processes (process parallelism, one core each).")
 CALIBRATION_S = 0.2
-#: Calibration times slices of 100 calls for this long and keeps this quantile of them (at least SAMPLES slices).
+#: Calibration times slices of 100 calls for this long and keeps their median (at least SAMPLES slices).
 CALIBRATION_SPREAD_S = 1.0
-CALIBRATION_QUANTILE = 0.1
+CALIBRATION_QUANTILE = 0.5
 CALIBRATION_SAMPLES = 25
-#: A plain-loop pass over a quarter of the data checks the calibration (:func:`checked_rounds`).
-RESCALE_TOLERANCE = 0.15
+#: A plain-loop pass over the data checks the calibration (:func:`checked_rounds`).
+RESCALE_TOLERANCE = 0.1
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,11 +97,11 @@ def make_data(tuples: int, keys: int, seed: int) -> list[tuple[int, int]]:
 
 
 def calibrate(cost_us: float) -> int:
-    """Rounds of :func:`burn` that take about ``cost_us`` on this machine's usual (unhindered) speed.
+    """Rounds of :func:`burn` that take about ``cost_us`` on this machine (a first estimate).
 
-    Short timed slices spread over :data:`CALIBRATION_SPREAD_S`, of which a low quantile
+    Short timed slices spread over :data:`CALIBRATION_SPREAD_S`, of which the median
     counts: this VM's speed drifts (a process's first ~0.2 s and other moments run up to
-    ~40% slower), and calibrating in such a moment would shrink the per-tuple work.
+    ~40% slower, for seconds); :func:`checked_rounds` then checks it on a whole pass.
     """
     rounds = 100
     while True:
@@ -128,24 +128,22 @@ def _typical_call_time(rounds: int) -> float:
 
 
 def checked_rounds(data: list[tuple[int, int]], rounds: int, cost_us: float) -> int:
-    """``rounds``, re-scaled upwards when a plain-loop pass over a quarter of ``data`` runs too cheap.
+    """``rounds``, re-scaled when a plain-loop pass over ``data`` misses ``cost_us`` by more than RESCALE_TOLERANCE.
 
-    The pass takes about a second, so it averages over the VM's slow moments; those only ever
-    make work look *dearer*, so a pass cheaper than ``cost_us`` by more than RESCALE_TOLERANCE
-    means the calibration itself ran in a slow moment. The pass is discarded (it warms up too).
+    The pass takes seconds, so it averages over the VM's fast and slow moments (the short
+    calibration may have fallen into either); it is discarded (it warms up too).
     """
-    sample = data[:max(1, len(data) // 4)]
     t0 = time.perf_counter()
-    plain_loop(sample, rounds)
-    return rescaled_rounds(rounds, cost_us, (time.perf_counter() - t0) / len(sample) * 1e6)
+    plain_loop(data, rounds)
+    return rescaled_rounds(rounds, cost_us, (time.perf_counter() - t0) / len(data) * 1e6)
 
 
 def rescaled_rounds(rounds: int, cost_us: float, measured_us: float) -> int:
-    """``rounds`` scaled up to ``cost_us`` when ``measured_us`` falls short by more than RESCALE_TOLERANCE.
+    """``rounds`` scaled to ``cost_us`` when ``measured_us`` misses it by more than RESCALE_TOLERANCE.
 
-    Example: ``rescaled_rounds(300, 20.0, 12.0)`` → 500; ``rescaled_rounds(300, 20.0, 18.0)`` → 300.
+    Example: ``rescaled_rounds(300, 20.0, 12.0)`` → 500; ``rescaled_rounds(300, 20.0, 21.0)`` → 300.
     """
-    if measured_us >= cost_us * (1.0 - RESCALE_TOLERANCE):
+    if abs(measured_us / cost_us - 1.0) <= RESCALE_TOLERANCE:
         return rounds
     return max(1, round(rounds * cost_us / measured_us))
 

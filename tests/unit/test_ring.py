@@ -642,3 +642,23 @@ def test_closing_waits_for_a_window_polling_in_another_thread(ring):
     poller.join(5)
     assert not poller.is_alive() and len(result) == 1
     assert not result[0] or isinstance(result[0], RingClosedError)
+
+
+def test_closing_ends_a_read_sleeping_in_another_thread(ring):
+    ring.register_producer()
+    outcome: list = []
+
+    def read() -> None:
+        try:
+            outcome.append(ring.read(timeout=10))
+        except RingClosedError as e:
+            outcome.append(e)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    time.sleep(0.1)                                           # asleep on its wake pipe by now
+    t0 = time.monotonic()
+    ring.close()
+    reader.join(5)
+    assert not reader.is_alive() and time.monotonic() - t0 < 2
+    assert len(outcome) == 1 and isinstance(outcome[0], RingClosedError)

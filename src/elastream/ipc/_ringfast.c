@@ -25,7 +25,9 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <poll.h>
 #include <sched.h>
+#include <unistd.h>
 #include <time.h>
 
 #define MAX_PARTS 64
@@ -416,23 +418,54 @@ monotonic_ns(void)
     return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
 }
 
-/* poll_read(base, data_off, cap, salt, scan, max_records, out, expected_seq, view, views_out, stop_ns)
- * The consumer's polling window (hybrid polling, see arrivals.py) in one call: without the GIL, look at
- * the scan position until a record is READY there, something needs the general path, or CLOCK_MONOTONIC
- * passes stop_ns, yielding the CPU between looks; then, with the GIL, deliver like read_ready and count
- * the read. Why one call: the record arrives while this loop runs, so the code that delivers it is the
- * loop's own (warm) code rather than interpreter paths that last ran a gap ago (see the top comment).
+/* How the nap of poll_read ended. */
+enum { NAP_NONE = 0, NAP_TIMED_OUT = 1, NAP_WOKEN = 2, NAP_DATA = 3 };
+
+/* The nap: announce (a full barrier; a producer that publishes after it sees the flag, clears it and
+ * writes a byte to the pipe), look once more, then sleep on the wake pipe until `until_ns`. Runs without
+ * the GIL. Returns how it ended; *found is the look's result when data was there. */
+static int
+nap_on_pipe(uint64_t *q, unsigned char *data, uint64_t cap, uint64_t salt, uint64_t scan, int fd,
+            uint64_t until_ns, int *found)
+{
+    __atomic_store_n(&q[W_WAITERS], 1, __ATOMIC_SEQ_CST);
+    uint64_t wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_SEQ_CST);
+    if (scan < wpos && (*found = look_at(q, data, cap, salt, scan, wpos)) >= 0)
+        return NAP_DATA;
+    uint64_t now = monotonic_ns();
+    if (now >= until_ns)
+        return NAP_TIMED_OUT;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    struct timespec wait = {(time_t)((until_ns - now) / 1000000000u), (long)((until_ns - now) % 1000000000u)};
+    if (ppoll(&pfd, 1, &wait, NULL) <= 0 || !(pfd.revents & POLLIN))
+        return NAP_TIMED_OUT;
+    char drain[4096];                                   /* more bytes only end the next nap early */
+    if (read(fd, drain, sizeof drain) < 0) {
+        /* nothing to do: the pipe is non-blocking and another reader may have drained it */
+    }
+    return NAP_WOKEN;
+}
+
+/* poll_read(base, data_off, cap, salt, scan, max_records, out, expected_seq, view, views_out, stop_ns,
+ *           nap_fd, nap_until_ns)
+ * A waiting consumer's nap and polling window (hybrid polling, see arrivals.py) in one call. Without
+ * the GIL: when nap_fd >= 0, nap announced on the wake pipe nap_fd until CLOCK_MONOTONIC passes
+ * nap_until_ns (or a producer wakes it); then, unannounced, look at the scan position until a record is
+ * READY there, something needs the general path, or the clock passes stop_ns, yielding the CPU between
+ * looks (it always looks once). Then, with the GIL, deliver like read_ready and count the read. Why one
+ * call: the record arrives while this runs, so the code that delivers it is this call's own (warm) code
+ * rather than interpreter paths that last ran a gap ago (see the top comment).
  * max_records = 0 only looks. Views (slices of `view`) are also appended to `views_out` unless it is None.
  * The caller holds the consumer's lock, which close() takes before unmapping.
- * Returns (state, new scan, records): state 0 timeout, 1 ready (records delivered, or found
- * when max_records is 0), 2 take the general path. */
+ * Returns (state, new scan, records): state 0 timeout, 1 ready (records delivered, or found when
+ * max_records is 0), 2 take the general path. */
 static PyObject *
 poll_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     PyObject *base_obj, *out, *expected, *view, *views_out;
-    Py_ssize_t data_off, max_records;
-    unsigned long long cap, salt, scan, stop_ns;
-    if (!nargs_is(nargs, 11, "poll_read"))
+    Py_ssize_t data_off, max_records, nap_fd;
+    unsigned long long cap, salt, scan, stop_ns, nap_until_ns;
+    if (!nargs_is(nargs, 13, "poll_read"))
         return NULL;
     base_obj = args[0];
     out = args[6];
@@ -440,7 +473,8 @@ poll_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     view = args[8];
     views_out = args[9];
     if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
-        u64_arg(args, 4, &scan) || ssize_arg(args, 5, &max_records) || u64_arg(args, 10, &stop_ns))
+        u64_arg(args, 4, &scan) || ssize_arg(args, 5, &max_records) || u64_arg(args, 10, &stop_ns) ||
+        ssize_arg(args, 11, &nap_fd) || u64_arg(args, 12, &nap_until_ns))
         return NULL;
     if (!PyList_CheckExact(out) || !PyDict_CheckExact(expected) || (views_out != Py_None && !PyList_CheckExact(views_out))) {
         PyErr_SetString(PyExc_TypeError, "poll_read: out and views_out must be lists, expected_seq a dict");
@@ -449,19 +483,25 @@ poll_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     void *base_ptr = PyLong_AsVoidPtr(base_obj);
     if (base_ptr == NULL && PyErr_Occurred())
         return NULL;
-    unsigned char *base = (unsigned char *)base_ptr;
+    unsigned char *base = (unsigned char *)base_ptr, *data = base + data_off;
     uint64_t *q = (uint64_t *)base;
     uint64_t wpos = 0;
-    int state = POLL_TIMEOUT;
+    int state = POLL_TIMEOUT, nap = NAP_NONE, found = -1;
     Py_BEGIN_ALLOW_THREADS
-    for (;;) {
+    if (nap_fd >= 0) {
+        nap = nap_on_pipe(q, data, cap, salt, scan, (int)nap_fd, nap_until_ns, &found);
+        if (nap == NAP_DATA) {
+            state = found;
+            wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_ACQUIRE);
+        } else if (stop_ns > monotonic_ns()) {
+            __atomic_store_n(&q[W_WAITERS], 0, __ATOMIC_SEQ_CST);   /* unannounced: producers skip the wake */
+        }
+    }
+    while (nap != NAP_DATA) {
         wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_ACQUIRE);
-        if (scan < wpos) {
-            int found = look_at(q, base + data_off, cap, salt, scan, wpos);
-            if (found >= 0) {
-                state = found;
-                break;
-            }
+        if (scan < wpos && (found = look_at(q, data, cap, salt, scan, wpos)) >= 0) {
+            state = found;
+            break;
         }
         if (monotonic_ns() >= stop_ns)
             break;
@@ -484,7 +524,7 @@ poll_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         q[W_PAYLOADS_READ] += (uint64_t)payloads;
         q[W_SEQUENCE_ERRORS] += (uint64_t)seq_errors;
     }
-    PyObject *result = PyTuple_New(3);
+    PyObject *result = PyTuple_New(3);             /* not Py_BuildValue: its format parser runs cold */
     if (result == NULL)
         return NULL;
     PyTuple_SET_ITEM(result, 0, PyLong_FromLong(state));
@@ -506,7 +546,8 @@ static PyMethodDef methods[] = {
     {"read_ready", (PyCFunction)(void (*)(void))read_ready, METH_FASTCALL,
      "Deliver consecutive READY records from a scan position; (new scan, records, sequence errors)."},
     {"poll_read", (PyCFunction)(void (*)(void))poll_read, METH_FASTCALL,
-     "Poll (without the GIL) until a record is ready or a deadline, then deliver; (state, new scan, records)."},
+     "Nap on the wake pipe, then poll (without the GIL) until a record is ready or a deadline, then deliver; "
+     "(state, new scan, records)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -629,7 +629,7 @@ class SharedRing:
                     records = self._wait_data(remaining, recheck=False, attempt=attempt, read=(max_records, views))
                     if isinstance(records, list) and records:
                         return records
-        except ValueError:                      # the mapping was released under us: closed by another thread
+        except (ValueError, OSError):           # the mapping or the wake pipe went: closed by another thread
             if self._closed:
                 raise RingClosedError(f"ring {self.name} was closed while reading") from None
             raise
@@ -644,7 +644,12 @@ class SharedRing:
             return True
         if timeout is not None and timeout <= 0:
             return False
-        return bool(self._wait_data(timeout, recheck=True))
+        try:
+            return bool(self._wait_data(timeout, recheck=True))
+        except (ValueError, OSError):           # as in read()
+            if self._closed:
+                raise RingClosedError(f"ring {self.name} was closed while waiting") from None
+            raise
 
     def release_consumer(self) -> None:
         """Give up the consumer role so another handle (in any process) can take it over.
@@ -687,8 +692,11 @@ class SharedRing:
     def statistics(self) -> RingStats:
         """A snapshot of the ring's counters (readable from any handle)."""
         self._check_open()
-        with self._consumer_lock:
-            self._settle_last_wait()
+        if self._consumer_lock.acquire(blocking=False):   # not while the consumer naps holding it (up to 50 ms):
+            try:                                          # then the last wait is settled at its next one
+                self._settle_last_wait()
+            finally:
+                self._consumer_lock.release()
         q = self._q
         word = q[_W_PRODUCERS]
         registered = min(word & _M32, self._max_producers)
@@ -1190,6 +1198,8 @@ class SharedRing:
                     return predicate()
                 if not can_sleep:
                     time.sleep(min(remaining, 1e-3))             # no wake-up channel: capped polling
+                elif read is not None and (napped := self._nap_in_c(remaining, read)) is not None:
+                    return self._seen(napped or True)            # the records, or: look again
                 elif self._sleep_announced(remaining):
                     return self._seen(True)
                 if not recheck:
@@ -1259,6 +1269,9 @@ class SharedRing:
         wake_at = arrivals.sleep_until(start)
         nap = wake_at - clock()
         if nap > 0:
+            # a nap in Python, not in poll_read: the Python that runs after it (the read below, this loop)
+            # warms what the delivery and the way back to the caller touch; after a C nap both ran cold and
+            # a hit took ~45 us from publish to return instead of ~20
             slept = self._sleep_announced(nap)
             if slept:
                 return True
@@ -1280,9 +1293,27 @@ class SharedRing:
         self._poll = (t_poll, got)                  # counted at the next wait (or statistics()), ending with it
         return got
 
-    def _poll_in_c(self, stop: float, read: tuple[int, bool] | None) -> Any:
-        """The polling window as one ``_ringfast.poll_read`` call: the records (or True when only looking),
-        False when the window ended empty, None when the general (Python) path must take over."""
+    def _nap_in_c(self, seconds: float, read: tuple[int, bool]) -> Any:
+        """The reader's announced sleep as one ``_ringfast.poll_read`` call that delivers on waking.
+
+        Returns the records, False (nothing: timed out, or woken early), or None: use :meth:`_sleep_announced`.
+        """
+        fd = self._nap_fd() if self._fast else None
+        if fd is None:
+            return None
+        return self._poll_in_c(0.0, read, fd, time.monotonic() + seconds)
+
+    def _nap_fd(self) -> int | None:
+        """The wake pipe's read end when producers wake this consumer through it (not the futex)."""
+        pipe = self._wake_pipe
+        return None if pipe is None or self._q[_W_WAKE_BROKEN] else pipe.r
+
+    def _poll_in_c(self, stop: float, read: tuple[int, bool] | None, nap_fd: int = -1, nap_until: float = 0.0) -> Any:
+        """``_ringfast.poll_read``: nap on ``nap_fd`` until ``nap_until``, then poll until ``stop``.
+
+        Returns the records (or True when only looking), False when nothing
+        came, None when the general (Python) path must take over.
+        """
         with self._consumer_lock:
             if self._closed or self._pending or self._views_out or self._held is not None or not self._token:
                 return None
@@ -1290,7 +1321,8 @@ class SharedRing:
             out: list = []
             state, scan, records = _ringfast.poll_read(
                 self._base, self._data, self._cap, self._salt, self._scan, max_records, out, self._expected_seq,
-                self._buf if views else None, self._views_out if views else None, int(stop * 1e9))
+                self._buf if views else None, self._views_out if views else None, int(stop * 1e9), nap_fd,
+                int(nap_until * 1e9))
             if state != 1:
                 return None if state == 2 else False
             if not records:

@@ -131,11 +131,12 @@ def checked_rounds(data: list[tuple[int, int]], rounds: int, cost_us: float) -> 
     """``rounds``, re-scaled when a plain-loop pass over ``data`` misses ``cost_us`` by more than RESCALE_TOLERANCE.
 
     The pass takes seconds, so it averages over the VM's fast and slow moments (the short
-    calibration may have fallen into either); it is discarded (it warms up too).
+    calibration may have fallen into either); it is timed in this thread's CPU time, so
+    other programs taking the CPU meanwhile do not count. It is discarded (it warms up too).
     """
-    t0 = time.perf_counter()
+    t0 = time.thread_time()
     plain_loop(data, rounds)
-    return rescaled_rounds(rounds, cost_us, (time.perf_counter() - t0) / len(data) * 1e6)
+    return rescaled_rounds(rounds, cost_us, (time.thread_time() - t0) / len(data) * 1e6)
 
 
 def rescaled_rounds(rounds: int, cost_us: float, measured_us: float) -> int:
@@ -149,10 +150,10 @@ def rescaled_rounds(rounds: int, cost_us: float, measured_us: float) -> int:
 
 
 def _time_calls(rounds: int, calls: int = 100) -> float:
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: other programs running meanwhile do not count
     for i in range(calls):
         burn(i, rounds)
-    return (time.perf_counter() - t0) / calls
+    return (time.thread_time() - t0) / calls
 
 
 def plain_loop(data: list[tuple[int, int]], rounds: int) -> list[tuple[int, int]]:

@@ -115,7 +115,7 @@ class ArrivalPredictor:
         self.gap, self.next, self._strikes = gap, now + gap, 0
 
     def lead(self) -> float:
-        """How long before (and after) the expected arrival to poll."""
+        """How long before (and at least how long after) the expected arrival to poll."""
         return self.min_lead + 2.0 * self.dev
 
     def plan(self, now: float) -> tuple[float, float] | None:
@@ -136,9 +136,12 @@ class ArrivalPredictor:
             if self._skipped % _PROBE_EVERY:
                 return None
         expected = self.next
-        if expected + lead <= now:
+        # late is likelier than early (a producer's timed sleep only ever overshoots): the window keeps
+        # polling after the expected arrival for what is left of the duty budget; a record on time ends it
+        stop = expected - lead + budget - self.lateness
+        if stop <= now:
             return None
-        return expected - lead, expected + lead
+        return expected - lead, stop
 
     def sleep_until(self, start: float) -> float:
         """When to end a timed sleep so that, late as sleeps are, the consumer is up by ``start``."""

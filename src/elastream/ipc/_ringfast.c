@@ -76,6 +76,25 @@ nargs_is(Py_ssize_t nargs, Py_ssize_t want, const char *name)
     return 0;
 }
 
+static uint64_t
+monotonic_ns(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+}
+
+/* The arguments every consumer call starts with: (base, data_off, cap, salt, scan, ...). */
+static int
+ring_args(PyObject *const *args, unsigned char **base, Py_ssize_t *data_off, unsigned long long *cap,
+          unsigned long long *salt, unsigned long long *scan)
+{
+    if (ssize_arg(args, 1, data_off) || u64_arg(args, 2, cap) || u64_arg(args, 3, salt) || u64_arg(args, 4, scan))
+        return -1;
+    *base = (unsigned char *)PyLong_AsVoidPtr(args[0]);
+    return *base == NULL && PyErr_Occurred() ? -1 : 0;
+}
+
 static void
 release_all(Py_buffer *views, int n)
 {
@@ -224,9 +243,7 @@ try_write(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     uint64_t expected = WRITING;
     if (!__atomic_compare_exchange_n((uint64_t *)rec, &expected, READY, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return PyLong_FromLong(-2);
-    struct timespec now;                    /* when it was published: the consumer's predictor learns from it */
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    q[W_LAST_PUBLISH] = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+    q[W_LAST_PUBLISH] = monotonic_ns();     /* when it was published: the consumer's predictor learns from it */
     s[P_SEQ] = seq + 1;
     s[P_RECORDS] += 1;
     s[P_PAYLOADS] += (uint64_t)npayloads;
@@ -354,28 +371,20 @@ deliver_ready(unsigned char *base, Py_ssize_t data_off, uint64_t cap, uint64_t s
 static PyObject *
 read_ready(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *base_obj, *out, *expected, *view;
+    unsigned char *base;
     Py_ssize_t data_off, max_records;
     unsigned long long cap, salt, scan, wpos;
-    if (!nargs_is(nargs, 10, "read_ready"))
+    if (!nargs_is(nargs, 10, "read_ready") || ring_args(args, &base, &data_off, &cap, &salt, &scan) ||
+        u64_arg(args, 5, &wpos) || ssize_arg(args, 6, &max_records))
         return NULL;
-    base_obj = args[0];
-    out = args[7];
-    expected = args[8];
-    view = args[9];
-    if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
-        u64_arg(args, 4, &scan) || u64_arg(args, 5, &wpos) || ssize_arg(args, 6, &max_records))
-        return NULL;
+    PyObject *out = args[7], *expected = args[8], *view = args[9];
     if (!PyList_CheckExact(out) || !PyDict_CheckExact(expected)) {
         PyErr_SetString(PyExc_TypeError, "read_ready: out must be a list and expected_seq a dict");
         return NULL;
     }
-    void *base_ptr = PyLong_AsVoidPtr(base_obj);
-    if (base_ptr == NULL && PyErr_Occurred())
-        return NULL;
     uint64_t at = scan;
     Py_ssize_t seq_errors = 0;
-    Py_ssize_t records = deliver_ready((unsigned char *)base_ptr, data_off, cap, salt, &at, wpos, max_records, out,
+    Py_ssize_t records = deliver_ready(base, data_off, cap, salt, &at, wpos, max_records, out,
                                        expected, view, &seq_errors);
     if (records < 0)
         return NULL;
@@ -389,7 +398,7 @@ enum { POLL_TIMEOUT = 0, POLL_READY = 1, POLL_GENERAL = 2 };
  * behind it), or something only ring.py's general loop handles (a flush, a failed record, a READY record
  * behind a WRITING one: Fig. 5b never waits behind a record still being written)? */
 static int
-look_at(uint64_t *q, unsigned char *data, uint64_t cap, uint64_t salt, uint64_t scan, uint64_t wpos)
+look_at(unsigned char *data, uint64_t cap, uint64_t salt, uint64_t scan, uint64_t wpos)
 {
     uint64_t off = scan % cap;
     if (cap - off < HEADER)
@@ -405,45 +414,34 @@ look_at(uint64_t *q, unsigned char *data, uint64_t cap, uint64_t salt, uint64_t 
     uint32_t length;
     memcpy(&length, rec + 8, 4);
     uint64_t next = scan + ((HEADER + length + 7) & ~(uint64_t)7);
-    if (next < wpos && look_at(q, data, cap, salt, next, wpos) == POLL_READY)
+    if (next < wpos && look_at(data, cap, salt, next, wpos) == POLL_READY)
         return POLL_GENERAL;
     return -1;
 }
 
-static uint64_t
-monotonic_ns(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
-}
-
-/* How the nap of poll_read ended. */
-enum { NAP_NONE = 0, NAP_TIMED_OUT = 1, NAP_WOKEN = 2, NAP_DATA = 3 };
-
 /* The nap: announce (a full barrier; a producer that publishes after it sees the flag, clears it and
  * writes a byte to the pipe), look once more, then sleep on the wake pipe until `until_ns`. Runs without
- * the GIL. Returns how it ended; *found is the look's result when data was there. */
+ * the GIL. Returns 1 when data was there before sleeping (*found is the look's result), else 0. */
 static int
 nap_on_pipe(uint64_t *q, unsigned char *data, uint64_t cap, uint64_t salt, uint64_t scan, int fd,
             uint64_t until_ns, int *found)
 {
     __atomic_store_n(&q[W_WAITERS], 1, __ATOMIC_SEQ_CST);
     uint64_t wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_SEQ_CST);
-    if (scan < wpos && (*found = look_at(q, data, cap, salt, scan, wpos)) >= 0)
-        return NAP_DATA;
+    if (scan < wpos && (*found = look_at(data, cap, salt, scan, wpos)) >= 0)
+        return 1;
     uint64_t now = monotonic_ns();
     if (now >= until_ns)
-        return NAP_TIMED_OUT;
+        return 0;
     struct pollfd pfd = {fd, POLLIN, 0};
     struct timespec wait = {(time_t)((until_ns - now) / 1000000000u), (long)((until_ns - now) % 1000000000u)};
     if (ppoll(&pfd, 1, &wait, NULL) <= 0 || !(pfd.revents & POLLIN))
-        return NAP_TIMED_OUT;
+        return 0;
     char drain[4096];                                   /* more bytes only end the next nap early */
     if (read(fd, drain, sizeof drain) < 0) {
         /* nothing to do: the pipe is non-blocking and another reader may have drained it */
     }
-    return NAP_WOKEN;
+    return 0;
 }
 
 /* poll_read(base, data_off, cap, salt, scan, max_records, out, expected_seq, view, views_out, stop_ns,
@@ -462,44 +460,35 @@ nap_on_pipe(uint64_t *q, unsigned char *data, uint64_t cap, uint64_t salt, uint6
 static PyObject *
 poll_read(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *base_obj, *out, *expected, *view, *views_out;
+    unsigned char *base;
     Py_ssize_t data_off, max_records, nap_fd;
     unsigned long long cap, salt, scan, stop_ns, nap_until_ns;
-    if (!nargs_is(nargs, 13, "poll_read"))
+    if (!nargs_is(nargs, 13, "poll_read") || ring_args(args, &base, &data_off, &cap, &salt, &scan) ||
+        ssize_arg(args, 5, &max_records) || u64_arg(args, 10, &stop_ns) || ssize_arg(args, 11, &nap_fd) ||
+        u64_arg(args, 12, &nap_until_ns))
         return NULL;
-    base_obj = args[0];
-    out = args[6];
-    expected = args[7];
-    view = args[8];
-    views_out = args[9];
-    if (ssize_arg(args, 1, &data_off) || u64_arg(args, 2, &cap) || u64_arg(args, 3, &salt) ||
-        u64_arg(args, 4, &scan) || ssize_arg(args, 5, &max_records) || u64_arg(args, 10, &stop_ns) ||
-        ssize_arg(args, 11, &nap_fd) || u64_arg(args, 12, &nap_until_ns))
-        return NULL;
+    PyObject *out = args[6], *expected = args[7], *view = args[8], *views_out = args[9];
     if (!PyList_CheckExact(out) || !PyDict_CheckExact(expected) || (views_out != Py_None && !PyList_CheckExact(views_out))) {
         PyErr_SetString(PyExc_TypeError, "poll_read: out and views_out must be lists, expected_seq a dict");
         return NULL;
     }
-    void *base_ptr = PyLong_AsVoidPtr(base_obj);
-    if (base_ptr == NULL && PyErr_Occurred())
-        return NULL;
-    unsigned char *base = (unsigned char *)base_ptr, *data = base + data_off;
+    unsigned char *data = base + data_off;
     uint64_t *q = (uint64_t *)base;
     uint64_t wpos = 0;
-    int state = POLL_TIMEOUT, nap = NAP_NONE, found = -1;
+    int state = POLL_TIMEOUT, data_first = 0, found = -1;
     Py_BEGIN_ALLOW_THREADS
     if (nap_fd >= 0) {
-        nap = nap_on_pipe(q, data, cap, salt, scan, (int)nap_fd, nap_until_ns, &found);
-        if (nap == NAP_DATA) {
+        data_first = nap_on_pipe(q, data, cap, salt, scan, (int)nap_fd, nap_until_ns, &found);
+        if (data_first) {
             state = found;
             wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_ACQUIRE);
         } else if (stop_ns > monotonic_ns()) {
             __atomic_store_n(&q[W_WAITERS], 0, __ATOMIC_SEQ_CST);   /* unannounced: producers skip the wake */
         }
     }
-    while (nap != NAP_DATA) {
+    while (!data_first) {
         wpos = __atomic_load_n(&q[W_WPOS], __ATOMIC_ACQUIRE);
-        if (scan < wpos && (found = look_at(q, data, cap, salt, scan, wpos)) >= 0) {
+        if (scan < wpos && (found = look_at(data, cap, salt, scan, wpos)) >= 0) {
             state = found;
             break;
         }

@@ -184,7 +184,21 @@ _SIGNATURES = ("int (*)(void *, void *, void *, int, int)", "void (*)(void *, vo
 
 
 def _raw_functions() -> tuple:
-    """The ``atomics`` package's C functions for 8-byte words as cffi pointers, or Nones if not found."""
+    """The ``atomics`` package's C functions for 8-byte words as cffi pointers, or Nones if not found.
+
+    Resolved once per process (the first call parses the cffi signatures, ~5 ms on the VM): the
+    pointers stay valid for the process's life and in every process forked from it.
+    """
+    global _RAW
+    if _RAW is None:
+        _RAW = _resolve_raw_functions()
+    return _RAW
+
+
+_RAW: tuple | None = None
+
+
+def _resolve_raw_functions() -> tuple:
     try:
         ctx = atomics.atomicview(buffer=bytearray(8), atype=atomics.UINT)
         with ctx as view:
@@ -196,6 +210,15 @@ def _raw_functions() -> tuple:
         return tuple(_FFI.cast(sig, ctypes.cast(op, ctypes.c_void_p).value) for sig, op in zip(_SIGNATURES, ops))
     except Exception:  # noqa: BLE001
         return None, None, None, None
+
+
+def warm_up() -> None:
+    """Do now the one-time work of the first :class:`AtomicWords` in this process (~5 ms).
+
+    A fork server calls this (through :mod:`elastream.processes.child`) so that the workers
+    forked from it attach their rings without paying it on their critical path.
+    """
+    AtomicWords(memoryview(bytearray(8))).release()
 
 
 # -- futex -------------------------------------------------------------------------------------

@@ -14,11 +14,16 @@ failure, Ctrl-C).
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
+import os
+import pickletools
+import sys
 import threading
 from dataclasses import replace
 from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
+from types import ModuleType
 from typing import Any
 
 import cloudpickle
@@ -26,7 +31,7 @@ import cloudpickle
 from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
-from elastream.processes.child import child_main, receive, send
+from elastream.processes.child import FORKSERVER_PATH_ENV, child_main, receive, send
 from elastream.processes.local import LocalPart
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
@@ -36,9 +41,12 @@ from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flo
 #: caller's wait at once; a run that ends wakes both at once).
 WATCH_S = 0.5
 
-#: Modules the fork server imports before forking workers (``start_method="forkserver"``).
+#: Modules the fork server imports before forking workers (``start_method="forkserver"``);
+#: ``elastream.processes.child`` warms up the rest (see :func:`~elastream.processes.child.warm_up`).
 FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
                       "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle")
+#: A worker's spec larger than this is not scanned for modules to preload (the scan runs in Python).
+PRELOAD_SCAN_BYTES = 1 << 20
 
 
 class WorkerProcessError(ElastreamError):
@@ -122,15 +130,18 @@ class ProcessRunHandle:
     # -- start ---------------------------------------------------------------------------
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
         ctx = mp.get_context(self.runner.start_method)
-        if self.runner.start_method == "forkserver":
+        payloads = [cloudpickle.dumps(spec) for spec in specs]
+        if self.runner.start_method == "forkserver" and not _fork_server_running():
             # The fork server imports the engine once; every later worker forks from it warm
-            # (~10 ms instead of a fresh interpreter's ~0.3 s of imports). No effect once it runs.
-            ctx.set_forkserver_preload(list(FORKSERVER_PRELOAD))
+            # (~10 ms instead of a fresh interpreter's ~0.3 s of imports). It is told only when it
+            # starts, so what this flow's workers import is added then: a later run of the same
+            # code forks with it already imported (no .pyc is written on the VM: each import compiles).
+            _start_fork_server(ctx, list(dict.fromkeys(FORKSERVER_PRELOAD + tuple(preloadable_modules(payloads)))))
         children = []
         try:
-            for spec in specs:
+            for spec, payload in zip(specs, payloads):
                 parent_end, child_end = ctx.Pipe(duplex=True)
-                proc = ctx.Process(target=child_main, args=(spec.index, cloudpickle.dumps(spec), child_end),
+                proc = ctx.Process(target=child_main, args=(spec.index, payload, child_end),
                                    name=f"elastream-proc-{spec.index}", daemon=True)
                 proc.start()
                 child_end.close()
@@ -330,6 +341,96 @@ class ProcessRunHandle:
     def states(self) -> dict[str, str]:
         """Operator name → last reported state."""
         return {name: op.state for name, op in self.stats().operators.items()}
+
+
+def _fork_server_running() -> bool:
+    """True once this process's fork server runs (then a new preload list has no effect)."""
+    from multiprocessing import forkserver
+
+    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None) is not None
+
+
+def _start_fork_server(ctx: Any, preload: list[str]) -> None:
+    """Start the fork server with ``preload`` imported, on this process's ``sys.path``.
+
+    Python 3.11's fork server drops the ``sys.path`` it is handed, so a module found only
+    through an entry the main script added (a benchmark's own directory) would not import
+    there; :mod:`elastream.processes.child` adopts the path from :data:`FORKSERVER_PATH_ENV`,
+    set only while the server starts.
+    """
+    from multiprocessing import forkserver
+
+    ctx.set_forkserver_preload(preload)
+    os.environ[FORKSERVER_PATH_ENV] = json.dumps(sys.path)
+    try:
+        forkserver.ensure_running()
+    finally:
+        os.environ.pop(FORKSERVER_PATH_ENV, None)
+
+
+def preloadable_modules(payloads: list[bytes]) -> list[str]:
+    """Modules a worker imports at its start, of those this process has imported (so they import cleanly).
+
+    That is what the main script imports (a worker runs the parent's main script again, as
+    ``__mp_main__``, before anything else: ~5-15 ms when it imports argparse or the flow's own
+    module; the fork server's own ``"__main__"`` preload never gets the script's path on Python
+    3.11) and what the pickles in ``payloads`` name (unpickling a worker's spec imports them).
+    Nothing this process has not imported is listed: the fork server dies on an import that
+    raises anything but ImportError.
+
+    Example: ``preloadable_modules([cloudpickle.dumps(es.ops.Collect())]) == ["elastream.ops.sinks"]``
+    """
+    names = _main_script_modules()
+    for payload in payloads:
+        if len(payload) <= PRELOAD_SCAN_BYTES:
+            names.update(_pickled_modules(payload))
+    return sorted(n for n in names if n not in ("__main__", "__mp_main__") and n in sys.modules
+                  and getattr(sys.modules[n], "__spec__", None) is not None)
+
+
+def _main_script_modules() -> set[str]:
+    """Modules the main script's names refer to: modules it imported, and where its imported objects live."""
+    main = sys.modules.get("__main__")
+    if getattr(main, "__file__", None) is None:
+        return set()  # python -c, -m, an interactive session: workers do not re-run a script
+    names = set()
+    for value in list(vars(main).values()):
+        try:
+            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+        except Exception:  # noqa: BLE001 - an object with an odd __getattr__: no hint from it
+            continue
+        if isinstance(name, str):
+            names.add(name)
+    return names
+
+
+def _pickled_modules(payload: bytes) -> set[str]:
+    """Module names of the globals a pickle refers to (GLOBAL, and STACK_GLOBAL after two strings)."""
+    names: set[str] = set()
+    memo: dict[int, Any] = {}
+    last: list[Any] = [None, None]  # the two latest values pushed (strings matter)
+    try:
+        for op, arg, _ in pickletools.genops(payload):
+            code = op.name
+            if code == "GLOBAL":
+                names.add(str(arg).split(" ", 1)[0])
+            elif code == "STACK_GLOBAL":
+                if isinstance(last[0], str):
+                    names.add(last[0])
+            elif code == "MEMOIZE":
+                memo[len(memo)] = last[1]
+                continue
+            elif code in ("FRAME", "PROTO"):
+                continue
+            elif code in ("BINPUT", "LONG_BINPUT", "PUT"):
+                memo[int(arg)] = last[1]
+                continue
+            value = (memo.get(int(arg)) if code in ("BINGET", "LONG_BINGET", "GET")
+                     else arg if isinstance(arg, str) and "UNICODE" in code else None)
+            last = [last[1], value]
+    except Exception:  # noqa: BLE001 - only a hint for the fork server
+        pass
+    return names
 
 
 def _slice(deadline: float | None) -> float:

@@ -169,3 +169,29 @@ def test_ctrl_c_stops_every_process_and_unlinks_the_rings(tmp_path):
                                               for p in pids):
         time.sleep(0.05)
     assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+
+
+def test_a_ring_that_cannot_be_created_ends_the_workers_booting_meanwhile(monkeypatch):
+    from elastream.ipc.ring import SharedRing
+    from elastream.processes import supervisor
+
+    real_create = SharedRing.create.__func__
+    created = []
+
+    def create_one(cls, *args, **kwargs):
+        if created:
+            raise OSError("no room for a second ring")
+        created.append(real_create(cls, *args, **kwargs))
+        return created[-1]
+
+    spawned = []
+    real_spawn = supervisor.ProcessRunHandle._spawn
+    monkeypatch.setattr(SharedRing, "create", classmethod(create_one))
+    monkeypatch.setattr(supervisor.ProcessRunHandle, "_spawn",
+                        lambda self, specs: spawned.extend(real_spawn(self, specs)) or list(spawned))
+    flow = chain(100)
+    placement = {name: int(name == "m0") for name in flow.operators}  # two cut edges: two rings
+    with pytest.raises(OSError, match="second ring"):
+        es.Runner(processes=2, placement=placement).run(flow, timeout=30)
+    assert len(created) == 1 and len(spawned) == 1
+    assert not spawned[0].process.is_alive()

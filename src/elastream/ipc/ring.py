@@ -290,8 +290,7 @@ class SharedRing:
         if stall_timeout <= 0:
             raise ValueError(f"stall_timeout must be positive, got {stall_timeout}")
         data_offset = -(-(_CTRL_WORDS + max_producers * _SLOT_WORDS) * 8 // 4096) * 4096
-        shm = shared_memory.SharedMemory(name=name or f"esring_{secrets.token_hex(8)}", create=True,
-                                         size=data_offset + capacity)
+        shm = shared_memory.SharedMemory(name=name or cls.new_name(), create=True, size=data_offset + capacity)
         try:
             q = shm.buf.cast("Q")
             try:
@@ -309,6 +308,14 @@ class SharedRing:
             shm.close()
             shm.unlink()
             raise
+
+    @staticmethod
+    def new_name() -> str:
+        """A fresh segment name for :meth:`create` (so others can be told the name before it exists).
+
+        Example: ``SharedRing.create(1 << 20, name=SharedRing.new_name())``
+        """
+        return f"esring_{secrets.token_hex(8)}"
 
     @classmethod
     def attach(cls, name: str) -> SharedRing:

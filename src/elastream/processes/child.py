@@ -6,7 +6,9 @@ it over one duplex pipe. Messages (cloudpickled tuples):
 * child → parent: ``("stats", FlowStats)`` every stats period,
   ``("done", outputs, FlowStats, shutdown)`` or
   ``("failed", operator, error_type, message, details, FlowStats)`` at the end;
-* parent → child: ``("shutdown",)``, ``("threads", n)``.
+* parent → child: ``("rings",)`` once every ring exists (the parent creates them
+  while the child boots; the child attaches none before), then
+  ``("shutdown",)``, ``("threads", n)``.
 
 The child ignores SIGINT: Ctrl-C reaches the whole process group, and the
 parent turns it into an orderly shutdown of every child.
@@ -90,10 +92,20 @@ def child_main(index: int, payload: bytes, conn: Any) -> None:
             send(conn, ("done", {}, None, False))
             return
         flow = build_child_flow(spec)
-        handle = Runner(**spec.runner).start(flow)
+        runner = Runner(**spec.runner)
+        early = _wait_for_rings(conn)
+        if early is None:
+            return  # the parent is gone
+        if any(message[0] == "shutdown" for message in early):
+            send(conn, ("started", os.getpid()))
+            send(conn, ("done", {}, None, True))
+            return
+        handle = runner.start(flow)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
         send(conn, ("failed", f"<process {index}>", type(exc).__name__, str(exc), traceback.format_exc(), None))
         return
+    for message in early:
+        _obey(handle, message)
     send(conn, ("started", os.getpid()))
     # Snapshots cost ~0.5 ms of this process's CPU (and a GIL switch): a few per second suffice.
     period = max(spec.runner.get("stats_period_ms", 100.0) / 1000.0, STATS_TO_PARENT_S)
@@ -113,6 +125,25 @@ def child_main(index: int, payload: bytes, conn: Any) -> None:
                     handle.stats()))
         return
     send(conn, ("done", result.outputs, result.stats, result.shutdown))
+
+
+def _wait_for_rings(conn: Any) -> list[tuple] | None:
+    """Block until the parent says the rings exist; return what else it sent first (None: it is gone).
+
+    The parent sends "rings" right after creating them, or dies (then the pipe ends); a
+    "shutdown" sent meanwhile is returned for the caller to obey.
+    """
+    early = []
+    try:
+        while True:
+            message = receive(conn)
+            if message[0] == "rings":
+                return early
+            early.append(message)
+            if message[0] == "shutdown":
+                return early
+    except (EOFError, OSError):
+        return None
 
 
 class _EndSignal:

@@ -109,17 +109,18 @@ class ProcessRunHandle:
         self._result: Any = None
         self._children: list[_Child] = []
         self._local: LocalPart | None = None
-        edges = cross_edges(self.run_flow, self.assignment)
-        ring_names: dict[int, str] = {}
+        ring_names = {edge: SharedRing.new_name() for edge, *_ in cross_edges(self.run_flow, self.assignment)}
         try:
-            for edge, *_ in edges:
-                ring = SharedRing.create(runner.ring_bytes, producers=1)
-                self._rings.append(ring)
-                ring_names[edge] = ring.name
             specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, runner.child_options())
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
+            # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
+            # waits for "rings" before it attaches any.
             self._children = self._spawn(specs[1:])
-            self._local = LocalPart(specs[0])  # after the spawns, so the children boot meanwhile
+            for name in ring_names.values():
+                self._rings.append(SharedRing.create(runner.ring_bytes, name=name, producers=1))
+            for c in self._children:
+                _send_quietly(c.conn, ("rings",))  # one that has ended already (no operators) is reaped as usual
+            self._local = LocalPart(specs[0])
         except BaseException:
             self._kill_children()
             self._unlink_rings()
@@ -235,10 +236,7 @@ class ProcessRunHandle:
             self._local.request_shutdown()
         for c in self._children:
             if c.final is None:
-                try:
-                    send(c.conn, ("shutdown",))
-                except (OSError, ValueError):
-                    pass
+                _send_quietly(c.conn, ("shutdown",))
 
     def _reap(self) -> None:
         local = self._local
@@ -341,6 +339,14 @@ class ProcessRunHandle:
     def states(self) -> dict[str, str]:
         """Operator name → last reported state."""
         return {name: op.state for name, op in self.stats().operators.items()}
+
+
+def _send_quietly(conn: Any, message: tuple) -> None:
+    """Send ``message`` unless the worker's end is gone (its sentinel tells the supervisor why)."""
+    try:
+        send(conn, message)
+    except (OSError, ValueError):
+        pass
 
 
 def _fork_server_running() -> bool:

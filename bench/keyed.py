@@ -15,6 +15,11 @@ output is ``(key, running sum)`` per tuple, in input order.
   the plain loop over the keys of one parity; nothing is merged or ordered,
   only the data goes out and the sums come back. On a VM whose cores run
   slower when both are busy this shows what two processes can give at all.
+* the *two-core ceiling* (with the hand-split) — no data at all: short
+  slices of the per-tuple function in one pool process alone, alternating
+  with slices in both at once; the ratio of calls made is what two cores give
+  this function right now (2.0 when both run as fast as one alone). Measured
+  in every repetition, next to the rows it explains.
 
 This is *process* parallelism: the per-tuple function holds the GIL, so only
 worker processes (one core each) can overlap it. Every elastream time is the
@@ -30,6 +35,7 @@ alike); the best time of each is kept.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 from functools import partial
@@ -53,6 +59,10 @@ CALIBRATION_QUANTILE = 0.5
 CALIBRATION_SAMPLES = 25
 #: A plain-loop pass over the data checks the calibration (:func:`checked_rounds`).
 RESCALE_TOLERANCE = 0.1
+#: The two-core ceiling (:func:`_run_ceiling`) alternates CEILING_SLICES slices of CEILING_S seconds
+#: alone and as a pair, so that a slow phase of the VM (seconds long) weighs on both sides alike.
+CEILING_S = 0.1
+CEILING_SLICES = 5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cost-us", type=float, default=20.0, help="per-tuple function cost (pure Python)")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2], help="elastream process counts")
     parser.add_argument("--partitions", type=int, default=64, help="key partitions (bounds the replicas)")
-    parser.add_argument("--repeat", type=int, default=3, help="repetitions; the best time of each row is kept")
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions; the best time of each row is kept")
     parser.add_argument("--start-method", choices=("forkserver", "spawn"), default="forkserver")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-hand", dest="hand", action="store_false",
@@ -204,15 +214,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     best: dict[str, float] = {}
     reference: list | None = None
     placements: dict[str, Any] = {}
+    ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
     try:
         for _ in range(max(1, args.repeat)):
             reference = _one_round(data, rounds, args, best, reference, placements, pool)
+            if pool is not None:
+                ceilings.append(_run_ceiling(pool, rounds))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    return _result(args, rounds, best, placements, server_start_s)
+    return _result(args, rounds, best, placements, server_start_s, ceilings)
 
 
 def _one_round(data: list, rounds: int, args: argparse.Namespace, best: dict[str, float], reference: list | None,
@@ -267,8 +280,33 @@ def _run_hand(pool: Any, data: list, rounds: int, reference: list) -> float:
     return seconds
 
 
+def burn_for(job: tuple[int, float]) -> tuple[int, int]:
+    """``(calls, pid)``: calls of ``burn(_, rounds)`` made in ``seconds`` of wall-clock time, ``job = (rounds, seconds)``."""
+    rounds, seconds = job
+    calls = 0
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for i in range(100):
+            burn(i, rounds)
+        calls += 100
+    return calls, os.getpid()
+
+
+def _run_ceiling(pool: Any, rounds: int) -> float:
+    """What two cores give the per-tuple function now: calls made by both pool processes at once over the
+    calls one of them makes alone in the same time (2.0 when both cores run as fast as one alone)."""
+    alone = together = 0
+    for _ in range(CEILING_SLICES):
+        alone += pool.apply(burn_for, ((rounds, CEILING_S),))[0]
+        pair = pool.map(burn_for, [(rounds, CEILING_S)] * 2, chunksize=1)
+        if pair[0][1] == pair[1][1]:  # one process took both jobs, one after the other: not a pair
+            return float("nan")
+        together += pair[0][0] + pair[1][0]
+    return together / alone
+
+
 def _result(args: argparse.Namespace, rounds: int, best: dict[str, float], placements: dict[str, Any],
-            server_start_s: float | None) -> dict[str, Any]:
+            server_start_s: float | None, ceilings: list[float] | None = None) -> dict[str, Any]:
     """The JSON-ready result from the best times."""
     plain = best["plain"]
     rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
@@ -284,7 +322,17 @@ def _result(args: argparse.Namespace, rounds: int, best: dict[str, float], place
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
-            "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows, "machine": _machine()}
+            "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows,
+            "two_core_ceiling": _ceiling_summary(ceilings or []), "machine": _machine()}
+
+
+def _ceiling_summary(ceilings: list[float]) -> dict[str, Any] | None:
+    """Median, lowest and highest of the two-core ceilings measured (None when not measured)."""
+    valid = sorted(c for c in ceilings if c == c)
+    if not valid:
+        return None
+    return {"median": valid[len(valid) // 2], "low": valid[0], "high": valid[-1], "runs": ceilings,
+            "slices": CEILING_SLICES, "slice_s": CEILING_S}
 
 
 def _machine() -> dict[str, Any]:
@@ -332,6 +380,11 @@ def print_report(result: dict[str, Any], console: Console) -> None:
     if hand is not None and p2 is not None:
         console.print(f"hand-split reference (final sums only, no order) {hand['speedup_vs_plain']:.2f}: "
                       f"elastream P=2 reaches {p2['seconds'] and hand['seconds'] / p2['seconds']:.2f} of it")
+    ceiling = result.get("two_core_ceiling")
+    if ceiling is not None and p2 is not None:
+        console.print(f"two-core ceiling for this function (both cores burning at once vs one alone, no data): "
+                      f"median {ceiling['median']:.2f} (runs {ceiling['low']:.2f}-{ceiling['high']:.2f}); "
+                      f"elastream P=2 / plain loop is {p2['speedup_vs_plain'] / ceiling['median']:.2f} of it")
     console.print(result["note"])
     console.print(f"best of {result['repeat']}; load average (1 min) {result['machine']['load_average_1min']:.2f}")
 

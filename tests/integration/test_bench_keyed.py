@@ -26,12 +26,15 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     assert all(r["output_equal"] in (True, None) and r["seconds"] > 0 for r in rows)
     assert rows[3]["placement"]["sum#0"] != rows[3]["placement"]["sum#1"]
     assert rows[0]["speedup_vs_plain"] == 1.0
+    ceiling = result["two_core_ceiling"]  # both pool processes burning at once vs one alone
+    assert 0.5 < ceiling["median"] < 2.5 and len(ceiling["runs"]) == 1 and ceiling["low"] <= ceiling["high"]
 
 
 def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):
     assert main(["bench", "keyed", *TINY, "--processes", "2", "--start-method", "spawn"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "P=2 / plain loop" in out and "1.8x goal" in out and "process parallelism" in out
+    assert "two-core ceiling" in out
 
 
 def test_plain_loop_and_flow_agree_on_the_running_sums():
@@ -48,3 +51,14 @@ def test_calibration_is_rescaled_only_when_the_check_pass_runs_too_cheap():
     assert keyed.rescaled_rounds(300, 20.0, 12.0) == 500
     assert keyed.rescaled_rounds(300, 20.0, 19.0) == 300   # within the tolerance: left alone
     assert keyed.rescaled_rounds(300, 20.0, 30.0) == 300
+
+
+def test_ceiling_summary_skips_runs_without_a_pair():
+    summary = keyed._ceiling_summary([1.6, float("nan"), 1.8, 1.7])
+    assert (summary["low"], summary["median"], summary["high"]) == (1.6, 1.7, 1.8) and len(summary["runs"]) == 4
+    assert keyed._ceiling_summary([]) is None and keyed._ceiling_summary([float("nan")]) is None
+
+
+def test_burn_for_counts_calls_in_its_time():
+    calls, pid = keyed.burn_for((1, 0.01))
+    assert calls >= 100 and calls % 100 == 0 and pid > 0

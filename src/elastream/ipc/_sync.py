@@ -24,6 +24,9 @@ needs, each behind a small class so the ring reads as its algorithm.
 * :func:`process_identity` / :func:`is_process_alive` — pid plus start time
   from ``/proc``, so a recycled pid or a zombie is not mistaken for a live
   producer.
+* :func:`allocate` / :func:`prefault` — a segment's pages allocated up front,
+  and mapped into one mapping up front, so the first lap of a ring does not
+  take page faults inside writes and reads.
 * :func:`attach_segment` — map an existing POSIX shared-memory segment
   *without* registering it with ``multiprocessing.resource_tracker`` (Python
   3.11's ``SharedMemory(create=False)`` registers it, so the tracker of an
@@ -42,6 +45,7 @@ full barrier.
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import platform
@@ -353,6 +357,28 @@ def prefault(mapping: mmap.mmap) -> bool:
     try:
         mapping.madvise(MADV_POPULATE_WRITE)
     except (OSError, ValueError):
+        return False
+    return True
+
+
+def allocate(fd: int, size: int) -> bool:
+    """Give the shared-memory file ``fd`` all its ``size`` bytes of pages now, without mapping any.
+
+    Why: a new segment's pages are otherwise allocated (and zeroed) on first touch, by
+    whichever mapping touches them first. Allocating through the file costs about half of
+    :func:`prefault` on a fresh segment (1.1 vs 2.5-3.3 ms for 4 MB on the 2-vCPU VM), needs
+    no mapping (so no ``mmap_lock``), and leaves every mapping that is prefaulted later only
+    page-table work (~1.3 ms for 4 MB). A full ``/dev/shm`` raises here (ENOSPC) instead of a
+    SIGBUS on some later write. False where the file system cannot (then pages come on first touch).
+    """
+    fallocate = getattr(os, "posix_fallocate", None)
+    if fallocate is None:
+        return False
+    try:
+        fallocate(fd, 0, size)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise
         return False
     return True
 

@@ -136,8 +136,9 @@ from multiprocessing import resource_tracker, shared_memory
 from typing import Any
 
 from elastream.errors import ElastreamError
-from elastream.ipc._sync import (AtomicWords, Futex, WakePipe, attach_segment, is_process_alive, open_wake_writer,
-                                  poke, prefault, process_identity)
+from elastream.ipc._sync import (AtomicWords, Futex, WakePipe, allocate, attach_segment, is_process_alive,
+                                  open_wake_writer, poke, process_identity)
+from elastream.ipc._sync import prefault as populate
 from elastream.ipc.arrivals import ArrivalPredictor
 
 try:                                   # the optional C hot path (setup.py builds it where a compiler exists)
@@ -273,12 +274,16 @@ class SharedRing:
     # -- life cycle --------------------------------------------------------------------------------
     @classmethod
     def create(cls, capacity_bytes: int, name: str | None = None, *, producers: int | None = None,
-               max_producers: int = 64, stall_timeout: float = 10.0) -> SharedRing:
+               max_producers: int = 64, stall_timeout: float = 10.0, prefault: bool = True) -> SharedRing:
         """Create a ring with a data area of ``capacity_bytes`` (rounded up to 8); this handle owns it.
 
         ``producers``: how many producers will register (end-of-stream waits for
         all of them); ``stall_timeout``: seconds after which a record still
-        WRITING is skipped even if its producer's process is alive.
+        WRITING is skipped even if its producer's process is alive. The
+        segment's pages are allocated at once; ``prefault=False`` leaves them
+        unmapped in this handle, for an owner that will neither write nor read
+        (every handle that attaches maps them itself): ~1 ms instead of ~3 ms
+        for 4 MB.
 
         Example: ``ring = SharedRing.create(2 << 20, producers=2)``
         """
@@ -302,7 +307,9 @@ class SharedRing:
                 q[_W_MAGIC] = _MAGIC
             finally:
                 q.release()
-            prefault(shm._mmap)                          # noqa: SLF001 - the segment's own mapping
+            allocate(shm._fd, data_offset + capacity)   # noqa: SLF001 - the segment's own file
+            if prefault:
+                populate(shm._mmap)                      # noqa: SLF001 - the segment's own mapping
             return cls(shm.name, shm.buf, owner=shm)
         except BaseException:
             shm.close()
@@ -324,7 +331,7 @@ class SharedRing:
         Example: ``ring = SharedRing.attach(owner.name)``
         """
         segment = attach_segment(name)
-        prefault(segment._mmap)                          # noqa: SLF001
+        populate(segment._mmap)                          # noqa: SLF001
         try:
             return cls(name, segment.buf, segment=segment)
         except BaseException:

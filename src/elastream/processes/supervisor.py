@@ -117,7 +117,8 @@ class ProcessRunHandle:
             # waits for "rings" before it attaches any.
             self._children = self._spawn(specs[1:])
             for name in ring_names.values():
-                self._rings.append(SharedRing.create(runner.ring_bytes, name=name, producers=1))
+                # This handle only unlinks: the parts' own handles map and prefault the pages they use.
+                self._rings.append(SharedRing.create(runner.ring_bytes, name=name, producers=1, prefault=False))
             for c in self._children:
                 _send_quietly(c.conn, ("rings",))  # one that has ended already (no operators) is reaped as usual
             self._local = LocalPart(specs[0])
@@ -192,9 +193,16 @@ class ProcessRunHandle:
                 failure = local.collect(timeout=grace)
                 if failure is not None:
                     self._fail(failure)
+            if self._rings and self._all_final():
+                self._unlink_rings()  # nobody attaches any more: unlink while the workers exit (~1 ms a ring)
             asked = self._stop_requested_at
             if asked is not None and perf_counter() - asked > grace:
                 break  # the survivors did not stop in time: _reap kills them
+
+    def _all_final(self) -> bool:
+        """True once every part has reported its end (done or failed)."""
+        local = self._local
+        return (local is None or local.final is not None) and all(c.final is not None for c in self._children)
 
     def _drain(self, child: _Child, live: dict) -> None:
         try:

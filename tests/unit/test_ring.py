@@ -382,15 +382,34 @@ def _resident_kb(segment_name: str) -> int:
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
-def test_create_and_attach_map_every_page_up_front():
+def test_create_and_attach_map_the_head_at_once_and_every_page_soon_after(wait_until):
     with SharedRing.create(1 << 20) as ring:
         size_kb = (ring._data + ring.capacity) // 1024
-        assert _resident_kb(ring.name) >= size_kb             # no page faults in the first lap
+        head_kb = (ring._data + ring_mod.PREFAULT_HEAD) // 1024
+        assert _resident_kb(ring.name) >= head_kb                # the first records: no page faults
+        wait_until(lambda: _resident_kb(ring.name) >= size_kb, what="the rest mapped in the background")
         other = SharedRing.attach(ring.name)
         try:
-            assert _resident_kb(ring.name) >= 2 * size_kb     # both mappings of this process
+            assert _resident_kb(ring.name) >= size_kb + head_kb
+            wait_until(lambda: _resident_kb(ring.name) >= 2 * size_kb, what="both mappings of this process")
         finally:
             other.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc and /dev/shm")
+def test_an_owner_that_only_unlinks_allocates_the_pages_without_mapping_them():
+    with SharedRing.create(1 << 20, prefault=False) as ring:
+        size = ring._data + ring.capacity
+        assert os.stat(f"/dev/shm/{ring.name}").st_blocks * 512 >= size
+        assert _resident_kb(ring.name) < size // 1024
+
+
+def test_a_handle_closed_at_once_stops_its_background_prefault():
+    owner = SharedRing.create(16 << 20, prefault=False)
+    for _ in range(3):
+        SharedRing.attach(owner.name).close()
+    owner.close()
+    assert not [t for t in threading.enumerate() if t.name == "elastream-prefault"]
 
 
 # -- life cycle ------------------------------------------------------------------------------------

@@ -24,9 +24,10 @@ needs, each behind a small class so the ring reads as its algorithm.
 * :func:`process_identity` / :func:`is_process_alive` — pid plus start time
   from ``/proc``, so a recycled pid or a zombie is not mistaken for a live
   producer.
-* :func:`allocate` / :func:`prefault` — a segment's pages allocated up front,
-  and mapped into one mapping up front, so the first lap of a ring does not
-  take page faults inside writes and reads.
+* :func:`allocate` / :func:`prefault` / :func:`prefault_head` — a segment's
+  pages allocated up front, and mapped into a mapping up front (the head at
+  once, the rest by a :class:`BackgroundPrefault` thread), so the first lap of
+  a ring does not take page faults inside writes and reads.
 * :func:`attach_segment` — map an existing POSIX shared-memory segment
   *without* registering it with ``multiprocessing.resource_tracker`` (Python
   3.11's ``SharedMemory(create=False)`` registers it, so the tracker of an
@@ -351,14 +352,99 @@ def prefault(mapping: mmap.mmap) -> bool:
     the middle of a write or a read, for the whole first lap of a new ring in
     every process that maps it. Measured on the 2-vCPU VM (``bench ipc``'s
     first point, 10 KB at 100 msg/s, which never laps a 2 MB ring): p50
-    111-144 µs with lazy faults, 79-88 µs prefaulted. The price is paid once,
-    up front: creating and attaching a 4 MB ring takes ~10 ms instead of 0.4.
+    111-144 µs with lazy faults, 79-88 µs prefaulted. All of it up front cost
+    creating and attaching a 4 MB ring ~3 and ~1.3 ms, so rings now map their
+    head with this and the rest with :class:`BackgroundPrefault`
+    (:func:`prefault_head`).
     """
     try:
         mapping.madvise(MADV_POPULATE_WRITE)
     except (OSError, ValueError):
         return False
     return True
+
+
+#: Bytes a background prefault maps per madvise call (it checks for cancellation between calls).
+PREFAULT_CHUNK = 256 << 10
+
+
+class BackgroundPrefault:
+    """Prefault bytes ``[start, end)`` of ``mapping`` in a short-lived thread; :meth:`cancel` before unmapping.
+
+    Why: a 4 MB ring takes ~1.3 ms to map in, and a worker process attaches its rings on
+    its critical path before its first tuple, while the pages far into the ring are
+    touched only after a lap's worth of data. The caller maps the head now and leaves
+    the rest to this thread, which calls ``madvise(2)`` through ctypes (the GIL is
+    released meanwhile; ``mmap.madvise`` would hold it) one :data:`PREFAULT_CHUNK` at a
+    time, so :meth:`cancel` waits for one chunk at most. The thread ends when done.
+
+    Threading: created and cancelled by the mapping's owner; the thread only reads the
+    cancel flag. Holds an export of the mapping until :meth:`cancel` (or the end).
+
+    Example::
+
+        job = BackgroundPrefault(mapping, 64 << 10, len(mapping))
+        ...
+        job.cancel()             # before mapping.close()
+    """
+
+    def __init__(self, mapping: mmap.mmap, start: int, end: int):
+        self._cancelled = False
+        self._anchor: ctypes.c_char | None = None
+        self._thread: threading.Thread | None = None
+        if _MADVISE is None or end <= start:
+            return
+        self._anchor = ctypes.c_char.from_buffer(mapping)
+        self._thread = threading.Thread(target=self._run, args=(ctypes.addressof(self._anchor), start, end),
+                                        name="elastream-prefault", daemon=True)
+        self._thread.start()
+
+    def _run(self, base: int, start: int, end: int) -> None:
+        for offset in range(start, end, PREFAULT_CHUNK):
+            if self._cancelled:
+                return
+            if _MADVISE(ctypes.c_void_p(base + offset), ctypes.c_size_t(min(PREFAULT_CHUNK, end - offset)),
+                        MADV_POPULATE_WRITE) != 0:
+                return  # an older kernel (EINVAL) or no memory: pages then come on first touch
+
+    def cancel(self) -> None:
+        """Stop (after the chunk in progress) and release the mapping; idempotent."""
+        self._cancelled = True
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+        self._thread = None
+        self._anchor = None
+
+
+def _libc_madvise():
+    if platform.system() != "Linux":
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).madvise
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_MADVISE = _libc_madvise()
+
+
+def prefault_head(mapping: mmap.mmap, head: int) -> BackgroundPrefault:
+    """Prefault the first ``head`` bytes of ``mapping`` now and the rest in the background.
+
+    Page-aligned; returns the background job (cancel it before unmapping).
+    """
+    head = min(len(mapping), -(-head // mmap.PAGESIZE) * mmap.PAGESIZE)
+    if _MADVISE is None:
+        prefault(mapping)                  # no ctypes madvise: all of it now, as before
+        return BackgroundPrefault(mapping, 0, 0)
+    try:
+        mapping.madvise(MADV_POPULATE_WRITE, 0, head)
+    except (OSError, ValueError):
+        return BackgroundPrefault(mapping, 0, 0)   # the kernel cannot: no point in the rest either
+    return BackgroundPrefault(mapping, head, len(mapping))
 
 
 def allocate(fd: int, size: int) -> bool:

@@ -404,12 +404,24 @@ def test_an_owner_that_only_unlinks_allocates_the_pages_without_mapping_them():
         assert _resident_kb(ring.name) < size // 1024
 
 
-def test_a_handle_closed_at_once_stops_its_background_prefault():
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
+def test_a_handle_closed_at_once_stops_its_background_prefault_which_then_unmaps(wait_until):
     owner = SharedRing.create(16 << 20, prefault=False)
+    t0 = time.monotonic()
     for _ in range(3):
         SharedRing.attach(owner.name).close()
+    assert time.monotonic() - t0 < 1.0          # close does not wait for the prefault thread
+    name = owner.name
     owner.close()
-    assert not [t for t in threading.enumerate() if t.name == "elastream-prefault"]
+    wait_until(lambda: not [t for t in threading.enumerate() if t.name == "elastream-prefault"],
+               what="the prefault threads to end")
+    assert not _mapped(name)
+
+
+def _mapped(segment_name: str) -> bool:
+    """Does this process still map the segment (unlinked ones show as "... (deleted)")?"""
+    with open("/proc/self/maps") as maps:
+        return any("/dev/shm/" + segment_name in line for line in maps)
 
 
 # -- life cycle ------------------------------------------------------------------------------------

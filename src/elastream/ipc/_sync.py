@@ -54,6 +54,7 @@ import select
 import stat
 import threading
 import time
+from collections.abc import Callable
 
 import atomics
 import cffi
@@ -376,43 +377,68 @@ class BackgroundPrefault:
     touched only after a lap's worth of data. The caller maps the head now and leaves
     the rest to this thread, which calls ``madvise(2)`` through ctypes (the GIL is
     released meanwhile; ``mmap.madvise`` would hold it) one :data:`PREFAULT_CHUNK` at a
-    time, so :meth:`cancel` waits for one chunk at most. The thread ends when done.
+    time, checking for cancellation in between. The thread ends when done.
 
-    Threading: created and cancelled by the mapping's owner; the thread only reads the
-    cancel flag. Holds an export of the mapping until :meth:`cancel` (or the end).
+    Threading: created and cancelled by the mapping's owner; :meth:`cancel` may hand the
+    unmapping to the thread, which then runs it once its madvise call has returned (so
+    closing a ring never waits for a thread that a busy machine has not scheduled).
+    Holds an export of the mapping until then.
 
     Example::
 
         job = BackgroundPrefault(mapping, 64 << 10, len(mapping))
         ...
-        job.cancel()             # before mapping.close()
+        job.cancel(then=mapping.close)   # now, or by the thread after its current chunk
     """
 
     def __init__(self, mapping: mmap.mmap, start: int, end: int):
         self._cancelled = False
         self._anchor: ctypes.c_char | None = None
+        self._lock = threading.Lock()
+        self._running = False
+        self._then: Callable[[], None] | None = None
         self._thread: threading.Thread | None = None
         if _MADVISE is None or end <= start:
             return
         self._anchor = ctypes.c_char.from_buffer(mapping)
+        self._running = True
         self._thread = threading.Thread(target=self._run, args=(ctypes.addressof(self._anchor), start, end),
                                         name="elastream-prefault", daemon=True)
         self._thread.start()
 
     def _run(self, base: int, start: int, end: int) -> None:
-        for offset in range(start, end, PREFAULT_CHUNK):
-            if self._cancelled:
-                return
-            if _MADVISE(ctypes.c_void_p(base + offset), ctypes.c_size_t(min(PREFAULT_CHUNK, end - offset)),
-                        MADV_POPULATE_WRITE) != 0:
-                return  # an older kernel (EINVAL) or no memory: pages then come on first touch
+        try:
+            for offset in range(start, end, PREFAULT_CHUNK):
+                if self._cancelled:
+                    return
+                if _MADVISE(ctypes.c_void_p(base + offset), ctypes.c_size_t(min(PREFAULT_CHUNK, end - offset)),
+                            MADV_POPULATE_WRITE) != 0:
+                    return  # an older kernel (EINVAL) or no memory: pages then come on first touch
+        finally:
+            with self._lock:
+                self._running = False
+                then, self._then = self._then, None
+            self._anchor = None
+            if then is not None:
+                then()
 
-    def cancel(self) -> None:
-        """Stop (after the chunk in progress) and release the mapping; idempotent."""
+    def cancel(self, then: Callable[[], None] | None = None) -> None:
+        """Stop after the chunk in progress and let go of the mapping; idempotent.
+
+        Without ``then``, waits for the thread. With it, returns at once: ``then`` (unmapping)
+        runs here if the thread is done, else in the thread as soon as it has let go.
+        """
         self._cancelled = True
+        if then is not None:
+            with self._lock:
+                if self._running:
+                    self._then = then
+                    return
+            self._anchor = None
+            then()
+            return
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
-        self._thread = None
         self._anchor = None
 
 
@@ -440,9 +466,13 @@ def prefault_head(mapping: mmap.mmap, head: int) -> BackgroundPrefault:
     if _MADVISE is None:
         prefault(mapping)                  # no ctypes madvise: all of it now, as before
         return BackgroundPrefault(mapping, 0, 0)
+    anchor = ctypes.c_char.from_buffer(mapping)
     try:
-        mapping.madvise(MADV_POPULATE_WRITE, 0, head)
-    except (OSError, ValueError):
+        # through ctypes, as the background part: the GIL is released (mmap.madvise holds it)
+        failed = _MADVISE(ctypes.c_void_p(ctypes.addressof(anchor)), ctypes.c_size_t(head), MADV_POPULATE_WRITE)
+    finally:
+        del anchor
+    if failed:
         return BackgroundPrefault(mapping, 0, 0)   # the kernel cannot: no point in the rest either
     return BackgroundPrefault(mapping, head, len(mapping))
 

@@ -1471,15 +1471,20 @@ def _gather(payloads: Iterable[Any]) -> tuple[list[list[Any]], list[int]]:
 
 def _release(atomic: AtomicWords, q: memoryview, unmap: Any, unlinker: _Unlinker | None,
              views: list[memoryview], prefault_job: BackgroundPrefault | None) -> None:
-    if prefault_job is not None:
-        prefault_job.cancel()                  # its thread may still be mapping pages in: stop it first
     _release_views(views)                      # views a read_views caller still holds: released, not dangling
     atomic.release()
     q.release()
-    try:
-        unmap()
-    except BufferError:                        # a view the caller sliced further keeps the mapping: it goes with it
-        pass
+
+    def unmap_quietly() -> None:
+        try:
+            unmap()
+        except BufferError:                    # a view the caller sliced further keeps the mapping: it goes with it
+            pass
+
+    if prefault_job is not None:
+        prefault_job.cancel(then=unmap_quietly)  # a thread still mapping pages in unmaps after its current chunk
+    else:
+        unmap_quietly()
     if unlinker is not None:
         unlinker()
 

@@ -43,8 +43,11 @@ WATCH_S = 0.5
 
 #: Modules the fork server imports before forking workers (``start_method="forkserver"``);
 #: ``elastream.processes.child`` warms up the rest (see :func:`~elastream.processes.child.warm_up`).
+#: The standard library's own part of a worker's start is in it too: running the main script again
+#: (runpy, pkgutil) and unpickling the process object (popen_forkserver): ~1.5 ms a worker.
 FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
-                      "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle")
+                      "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle",
+                      "runpy", "pkgutil", "multiprocessing.popen_forkserver")
 #: A worker's spec larger than this is not scanned for modules to preload (the scan runs in Python).
 PRELOAD_SCAN_BYTES = 1 << 20
 

@@ -1,7 +1,7 @@
 """Flows of declarative operators on Spark Structured Streaming (elastream.spark.streaming).
 
 * Generic flows (stateless only with two sinks; map, filter, flat_map,
-  key_by.process with on_end, key_by.reduce, stateful process with on_end,
+  key_by.process with on_end, key_by.reduce, windowed aggregates, stateful process with on_end,
   fan-out to several sinks, a union) over small Parquet files give exactly the outputs, in order, of a
   sequential local run (``es.Runner(threads=1)``); a union's outputs as a
   multiset (its interleaving is not defined locally either).
@@ -126,6 +126,14 @@ def fails_at_end(n: int) -> list:
     raise LookupError(f"no end after {n} rows")
 
 
+def click_time(click: tuple) -> float:
+    return click[1] * 7.0
+
+
+def add_x(total: int, click: tuple) -> int:
+    return total + click[1]
+
+
 def fails_on_x_13(row: dict) -> dict:
     if row["x"] == 13:
         raise ValueError("x is 13")
@@ -187,6 +195,23 @@ def test_keyed_step_first_and_a_stateful_step_that_sees_nothing(spark, tmp_path)
     assert got.outputs == want
     assert want["count_out"] == [("count", 0)]
     assert (tmp_path / "checkpoint" / "checkpoint").is_dir()  # a given checkpoint folder is kept
+
+
+def test_windowed_aggregates_equal_the_sequential_local_run(spark, tmp_path):
+    """Tumbling counts and session sums per user (WindowAggregate is a KeyedProcess with on_end)."""
+    flow = es.Flow("windows")
+    clicks = flow.source(es.ops.FromParquet(write_files(tmp_path, 2)), name="src").map(project)
+    clicks.key_by(user_of, partitions=4).window(es.ops.Tumbling(50.0), time=click_time).count(name="per_50s") \
+        .sink(es.ops.Collect(), name="counts")
+    clicks.key_by(user_of).window(es.ops.Session(30.0), time=click_time).aggregate(add_x, initial=int,
+                                                                                     name="sessions") \
+        .sink(es.ops.Collect(), name="sums")
+
+    want = local_outputs(flow)
+    got = run_flow_on_spark(flow, spark=spark, shuffle_partitions=2)
+
+    assert got.outputs == want
+    assert sum(r.value for r in want["counts"]) == 2 * ROWS_PER_FILE and len(want["sums"]) > 5
 
 
 def test_a_failing_function_names_its_operator(spark, tmp_path):

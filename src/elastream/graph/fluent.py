@@ -140,3 +140,34 @@ class KeyedStream:
         from elastream.ops.keyed import KeyedReduce
 
         return self.stream.then(KeyedReduce(self.key, fn, initial, self.partitions, self.strategy), name)
+
+    def window(self, windows: Any, time: Callable[[Any], float], late: str = "drop") -> WindowedStream:
+        """Group each key's tuples into event-time windows (``es.ops.Tumbling`` / ``Sliding`` / ``Session``).
+
+        Example: ``s.key_by(user).window(es.ops.Tumbling(60.0), time=lambda c: c.ts).count()``
+        emits ``WindowResult(user, start, end, clicks)`` per user and minute (see
+        :mod:`elastream.ops.windows` for when a window is emitted and what is late).
+        """
+        return WindowedStream(self, windows, time, late)
+
+
+class WindowedStream:
+    """A keyed stream grouped into event-time windows; an aggregate makes it a stream of ``WindowResult``."""
+
+    def __init__(self, keyed: KeyedStream, windows: Any, time: Callable[[Any], float], late: str):
+        self.keyed, self.windows, self.time, self.late = keyed, windows, time, late
+
+    def aggregate(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None,
+                  name: str | None = None) -> Stream:
+        """Fold each window with ``fn(acc, item)`` from ``initial()`` (without it: from the window's first tuple)."""
+        from elastream.ops.windows import WindowAggregate
+
+        k = self.keyed
+        op = WindowAggregate(k.key, self.windows, self.time, fn, initial, k.partitions, k.strategy, self.late)
+        return k.stream.then(op, name)
+
+    def count(self, name: str | None = None) -> Stream:
+        """Tuples per window and key."""
+        from elastream.ops.windows import count_step
+
+        return self.aggregate(count_step, int, name)

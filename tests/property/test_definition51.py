@@ -2,8 +2,8 @@
 stateless / partitioned / stateful function operators emits exactly the output sequence of a
 sequential one-tuple-at-a-time execution.
 
-Generated: 1-5 stages of every kind (map, filter, flat_map; key_by().process() and
-key_by().reduce(); process(kind="stateful")) with selectivity 0, 1/2, 1, 2 or value-dependent
+Generated: 1-5 stages of every kind (map, filter, flat_map; key_by().process() with and
+without on_end, and key_by().reduce(); process(kind="stateful")) with selectivity 0, 1/2, 1, 2 or value-dependent
 0..2; a policy among ``es.policies.available()``; 1-8 worker threads; 1 or 2 processes. With 2
 processes each operator goes to a random process, and in both cases stateless / partitioned stages
 are replicated at random (C-Stream §4.2: ordered split, replicas, ordered merge; in one process
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.timeout(240)
 
 MOD = 1_000_003
 SELECTIVITIES = ("0", "1/2", "1", "2", "0..2")
-KINDS = ("map", "filter", "flat_map", "keyed", "reduce", "stateful")
-REPLICABLE = ("map", "filter", "flat_map", "keyed", "reduce")
+KINDS = ("map", "filter", "flat_map", "keyed", "keyed_end", "reduce", "stateful")
+REPLICABLE = ("map", "filter", "flat_map", "keyed", "keyed_end", "reduce")
 
 
 def times(v: int, sel: str) -> int:
@@ -63,9 +63,10 @@ class Stage:
         if self.kind == "flat_map":
             return stream.flat_map(lambda e: [(e[0], mix(e[1], salt))] * times(e[1], sel), name=name)
         keyed = stream.key_by(lambda e: e[0], partitions=self.partitions)
-        if self.kind == "keyed":
+        if self.kind in ("keyed", "keyed_end"):
             return keyed.process(lambda n, e: ((n + e[1]) % MOD, [(e[0], (n + e[1] + salt) % MOD)] * times(e[1], sel)),
-                                 state=int, name=name)
+                                 state=int, name=name,
+                                 on_end=(lambda k, n: [(k, (n + salt) % MOD)]) if self.kind == "keyed_end" else None)
         if self.kind == "reduce":
             return keyed.reduce(lambda a, e: (a + e[1] + salt) % MOD, initial=int, name=name)
         return stream.process(lambda t, e: ((t + e[1]) % MOD, [(e[0], (t + e[1]) % MOD)] * times(e[1], sel)),
@@ -87,7 +88,7 @@ def reference(stages: tuple[Stage, ...], data: list[tuple[int, int]]) -> list[tu
                     out.append((k, v))
             elif s.kind == "flat_map":
                 out += [(k, mix(v, s.salt))] * times(v, s.sel)
-            elif s.kind == "keyed":
+            elif s.kind in ("keyed", "keyed_end"):
                 state[k] = (state.get(k, 0) + v) % MOD
                 out += [(k, (state[k] + s.salt) % MOD)] * times(v, s.sel)
             elif s.kind == "reduce":
@@ -96,6 +97,8 @@ def reference(stages: tuple[Stage, ...], data: list[tuple[int, int]]) -> list[tu
             else:
                 total = (total + v) % MOD
                 out += [(k, total)] * times(v, s.sel)
+        if s.kind == "keyed_end":  # on_end: every key in first-seen order (dicts keep insertion order)
+            out += [(k, (n + s.salt) % MOD) for k, n in state.items()]
         stream = out
     return stream
 
@@ -170,6 +173,8 @@ def placements(draw, spec: tuple[Stage, ...]) -> dict[str, int]:
             bound = 3 if stage.kind in ("map", "filter", "flat_map") else min(3, stage.partitions)
             for r in range(draw(st.integers(1, bound))):
                 plan[replica_name(name, r)] = draw(proc)
+            if stage.kind == "keyed_end":  # on_end: the split and the merge share the keys' order
+                plan[f"{name}#split"] = plan[f"{name}#merge"] = draw(proc)
     return plan
 
 

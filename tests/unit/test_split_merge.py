@@ -179,8 +179,6 @@ def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
 @pytest.mark.parametrize("build, count, match", [
     (lambda s: s.process(lambda st, e: (st, [e]), state=int, name="x"), 2, "cannot be replicated"),
     (lambda s: s.key_by(lambda e: e[0]).reduce(lambda a, e: e, name="x"), 2, "at most 1"),
-    (lambda s: s.key_by(lambda e: e[0], partitions=4).process(lambda st, e: (st, [e]), state=int, name="x",
-                                                               on_end=lambda k, st: [k]), 2, "on_end"),
     (lambda s: s.map(lambda e: e, name="x"), 0, ">= 1"),
 ])
 def test_unreplicable_requests_fail_at_build_time_naming_the_operator(build, count, match):
@@ -189,6 +187,24 @@ def test_unreplicable_requests_fail_at_build_time_naming_the_operator(build, cou
     assert info.value.operator == "x"
     with pytest.raises(es.FlowValidationError, match="not in flow"):
         replicate_flow(pipeline(build), {"nope": 2})
+
+
+def with_ends(s):
+    """A running count per key whose on_end emits each key's total (keys 5 * (i % 23) % 23: first seen 0, 5, 10...)."""
+    return s.key_by(lambda e: e[0] * 5 % 23, partitions=8).process(
+        lambda n, e: (n + 1, [(e[0], n + 1)] if n % 50 == 0 else []), state=int, name="x",
+        on_end=lambda k, n: [(k, "end", n)])
+
+
+def test_replicas_of_an_operator_with_on_end_end_in_the_streams_first_seen_key_order():
+    want = sequential(with_ends)
+    assert [e[0] for e in want if e[1:2] == ("end",)] == [k * 5 % 23 for k in range(23)]
+    for threads in (1, 2):
+        got = run_with_deadline(replicate_flow(pipeline(with_ends), {"x": 3}), threads=threads).outputs["out"]
+        assert got == want
+    with pytest.raises(es.FlowValidationError, match="place 'x#split' and 'x#merge' in one process") as info:
+        replicate_flow(pipeline(with_ends), {"x": 2}, linked=[])
+    assert info.value.operator == "x"
 
 
 def test_placement_names_replicas_and_expansion_places_split_and_merge_by_neighbours():

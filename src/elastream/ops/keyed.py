@@ -106,14 +106,27 @@ class KeyedProcess(FunctionOperator):
     def on_inputs_closed(self) -> list | None:
         if self.on_end is None:
             return None
-        on_end = self.on_end
         out: list = []
         # dicts keep insertion order, so this is the keys' first-seen order.
+        for _, emitted in self.end_by_key():
+            out.extend(emitted)
+        return out
+
+    def end_by_key(self) -> list[tuple[Any, list]]:
+        """``(key, on_end outputs)`` for every key whose ``on_end`` emits something, in this instance's key order.
+
+        Replicas of the operator report their ends this way, so that the ordered merge can put them in
+        the keys' first-seen order over the whole stream (which no single replica knows).
+        """
+        if self.on_end is None:
+            return []
+        on_end = self.on_end
+        ends = []
         for k, s in self.states.items():
             emitted = on_end(k, s)
             if emitted:
-                out.extend(emitted)
-        return out
+                ends.append((k, list(emitted)))
+        return ends
 
 
 class KeyedReduce(FunctionOperator):

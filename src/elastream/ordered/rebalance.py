@@ -86,8 +86,10 @@ HOLD = 0.5
 class SplitMergeLink:
     """What a split and its merge in the same process share.
 
-    ``sent`` is written by the split, ``done`` / ``busy_s`` / ``states`` by the merge.
-    ``local`` names the replicas that run in the split's own process.
+    ``sent`` and ``key_order`` are written by the split, ``done`` / ``busy_s`` / ``states`` by the merge.
+    ``key_order`` holds the keys in the order the split first saw them (a dict used as an ordered set):
+    the merge puts the replicas' end-of-stream outputs in that order. ``local`` names the replicas that
+    run in the split's own process.
     """
 
     def __init__(self, replicas: int, local: Collection[int] = ()):
@@ -95,6 +97,7 @@ class SplitMergeLink:
         self.done = [0] * replicas
         self.busy_s = [0.0] * replicas
         self.states: dict[int, dict] = {}
+        self.key_order: dict[Any, None] = {}
         self._window_s = [LOCAL_WINDOW_S if r in local else WINDOW_S for r in range(replicas)]
 
     def backlog(self) -> list[int]:

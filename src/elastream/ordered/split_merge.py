@@ -54,8 +54,10 @@ Wire format (plain tuples: they cross shared-memory rings, pickled in batches)
   ``outputs[i]`` is the list of outputs of the input at ``offsets[i]``;
   ``inputs`` and ``busy_s`` feed the link. Also ``(STATE_SEQ, replica,
   partition, state)`` answering an export, and at end of input
-  ``(END_SEQ, replica, outputs)`` — what the replica's ``on_inputs_closed``
-  returned; the merge emits these after every ordered output, replica by replica.
+  ``(END_SEQ, replica, outputs, by_key)`` — what the replica's ``on_inputs_closed``
+  returned, or with ``by_key`` its operator's ``on_end`` outputs as ``(key, outputs)``
+  pairs; the merge emits these after every ordered output, replica by replica, or
+  by key in the order the split first saw the keys (the link's ``key_order``).
 
 Threading model
 ---------------
@@ -123,6 +125,9 @@ class OrderedSplit(Operator):
     ``table[hash(key(x)) % partitions]`` (partitioned operators); ``table``
     defaults to partition ``p`` → replica ``p % replicas``, and with a
     ``link`` (and ``moves=True``) partitions move towards replicas that run dry.
+    With a link, a keyed split records the keys in first-seen order in
+    ``link.key_order`` whenever it moves partitions or ``track_keys`` asks (an
+    operator with ``on_end``: the merge orders the replicas' ends by it).
 
     Example::
 
@@ -133,7 +138,7 @@ class OrderedSplit(Operator):
 
     def __init__(self, replicas: int, *, key: Callable[[Any], Any] | None = None, partitions: int = 1,
                  table: Sequence[int] | None = None, chunk: int | None = None,
-                 link: SplitMergeLink | None = None, moves: bool = True):
+                 link: SplitMergeLink | None = None, moves: bool = True, track_keys: bool = False):
         if replicas < 1:
             raise ValueError(f"an ordered split needs at least one replica, got {replicas}")
         if chunk is not None and chunk < 1:
@@ -150,6 +155,7 @@ class OrderedSplit(Operator):
         # cut short by the runner's max_queue_size (nor the split's pace tied to one upstream activation).
         self.input_capacity = 2 * (chunk if chunk is not None else MAX_CHUNK if link is not None else DEFAULT_CHUNK)
         self.moves_enabled = bool(moves and link is not None and key is not None and replicas > 1)
+        self.track_keys = bool(self.moves_enabled or (track_keys and link is not None and key is not None))
         self._active = list(range(replicas))
         self._requested: list[int] | None = None
         self._rr = 0
@@ -158,7 +164,7 @@ class OrderedSplit(Operator):
         self._moves: dict[int, Move] = {}
         self._load = [0] * self.partitions
         self._keys: list[list] = [[] for _ in range(self.partitions)]
-        self._seen: set = set()
+        self._seen: dict = link.key_order if link is not None else {}  # the keys, in first-seen order
         self._meter = RateMeter(replicas)
         # A keyed split with a link queues each replica's pieces and sends them while its backlog has room.
         keyed_link = link is not None and key is not None and replicas > 1
@@ -350,10 +356,10 @@ class OrderedSplit(Operator):
     def _route_by_key(self, seq: int, items: list) -> list[tuple[int, tuple]]:
         key, table, parts = self.key, self.table, self.partitions
         n = self.n_outputs
-        if n == 1 and not self.moves_enabled:
-            return [(0, (seq, 1, None, items))]
-        if self.moves_enabled:
+        if self.track_keys:
             return self._route_tracked(seq, items)
+        if n == 1:
+            return [(0, (seq, 1, None, items))]
         pieces: list[list] = [[] for _ in range(n)]
         offsets: list[list[int]] = [[] for _ in range(n)]
         for j, x in enumerate(items):
@@ -376,7 +382,7 @@ class OrderedSplit(Operator):
             k = key(x)  # type: ignore[misc]
             p = hash(k) % parts
             if k not in seen:
-                seen.add(k)
+                seen[k] = None
                 keys[p].append(k)
             load[p] += 1
             r = table[p]
@@ -443,9 +449,14 @@ class OrderedReplica(Operator):
                 self.import_partition(msg[2])
         if ctx.shutdown_requested:
             return
+        if getattr(self.inner, "on_end", None) is not None and hasattr(self.inner, "end_by_key"):
+            ends = self.inner.end_by_key()  # the merge orders them by the whole stream's first-seen keys
+            if ends:
+                await out.push((END_SEQ, self.index, ends, True))
+            return
         final = self.inner.on_inputs_closed()
         if final:
-            await out.push((END_SEQ, self.index, list(final)))
+            await out.push((END_SEQ, self.index, list(final), False))
 
     def run_piece(self, piece: tuple) -> tuple:
         """Process one piece from the split; return what the merge expects."""
@@ -529,7 +540,7 @@ class OrderedMerge(FunctionOperator):
         self._partial: dict[int, list[tuple]] = {}
         self._parked: list[tuple[int, list]] = []
         self._max_parked = 0
-        self._ends: dict[int, list] = {}
+        self._ends: dict[int, tuple[list, bool]] = {}
 
     def open(self, ctx) -> None:
         self._rb = make_reorder_buffer(self.reorder, self.capacity, self._emit)
@@ -570,7 +581,7 @@ class OrderedMerge(FunctionOperator):
 
     def _control(self, msg: tuple) -> None:
         if msg[0] == END_SEQ:
-            self._ends[msg[1]] = msg[2]
+            self._ends[msg[1]] = (msg[2], len(msg) > 3 and msg[3])
         elif msg[0] == STATE_SEQ:
             if self.link is None:
                 raise RuntimeError("ordered merge: a replica returned a partition's state but no split waits for it")
@@ -593,9 +604,30 @@ class OrderedMerge(FunctionOperator):
             raise RuntimeError(f"ordered merge: every replica ended but {missing} batches were never completed "
                                f"(next serial {self._rb.next_serial}); a piece was lost")
         final: list = []
+        by_key: dict[Any, list] = {}
         for index in sorted(self._ends):
-            final += self._ends[index]
-        return final or None
+            outputs, keyed = self._ends[index]
+            if keyed:
+                by_key.update(outputs)  # a key's state, hence its end, lives in one replica only
+            else:
+                final += outputs
+        return final + self._in_key_order(by_key) or None
+
+    def _in_key_order(self, by_key: dict[Any, list]) -> list:
+        """The replicas' end outputs by key, in the order the split first saw the keys."""
+        if not by_key:
+            return []
+        order = self.link.key_order if self.link is not None else {}
+        unknown = [k for k in by_key if k not in order]
+        if unknown:
+            raise RuntimeError(f"ordered merge: replicas ended keys the split never routed ({unknown[:3]}...); "
+                               "an operator with on_end needs its split and merge in one process")
+        out: list = []
+        for k in order:
+            emitted = by_key.get(k)
+            if emitted:
+                out += emitted
+        return out
 
     def statistics(self) -> MergeStats:
         """A snapshot (exact when the merge is not running)."""

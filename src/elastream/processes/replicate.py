@@ -98,10 +98,24 @@ def check_replicable(flow: Flow, name: str, count: int) -> None:
         hint = " (declare more with key_by(key, partitions=p))" if kind == PARTITIONED else ""
         raise FlowValidationError(f"operator {name!r} allows at most {max_replicas(op)} parallel instances"
                                   f"{hint}; {count} replicas asked", operator=name)
-    if getattr(op, "on_end", None) is not None:
+    if getattr(op, "on_end", None) is not None and not hasattr(op, "end_by_key"):
         raise FlowValidationError(
-            f"operator {name!r} has an on_end hook: its end-of-stream outputs follow the keys' first-seen order "
-            f"over the whole stream, which replicas cannot reproduce; run it unreplicated", operator=name)
+            f"operator {name!r} has an on_end hook but cannot report its ends per key (end_by_key): its "
+            f"end-of-stream outputs follow the keys' first-seen order, which its replicas cannot reproduce; "
+            f"run it unreplicated", operator=name)
+
+
+def check_ends_linked(name: str, op: Any, link: SplitMergeLink | None) -> None:
+    """Raise FlowValidationError when ``op`` has an ``on_end`` hook but its split and merge share no link.
+
+    The merge orders the replicas' end-of-stream outputs by the keys' first-seen order, which only the
+    split knows; they share it through the link, that is, in one process.
+    """
+    if getattr(op, "on_end", None) is not None and link is None:
+        raise FlowValidationError(
+            f"operator {name!r} has an on_end hook: its replicas' end-of-stream outputs are put in the keys' "
+            f"first-seen order, which only its split knows; place {split_name(name)!r} and {merge_name(name)!r} "
+            f"in one process", operator=name)
 
 
 def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None = None,
@@ -137,9 +151,11 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
         keyed = replicable_kind(op) == PARTITIONED
         link = (SplitMergeLink(count, local=(local or {}).get(name, ()))
                 if linked is None or name in linked else None)
+        check_ends_linked(name, op, link)
         split = out.add(OrderedSplit(count, key=op.key if keyed else None,  # type: ignore[attr-defined]
                                      partitions=getattr(op, "partitions", 1) if keyed else 1, chunk=chunk,
-                                     link=link, moves=supports_moves(op)),
+                                     link=link, moves=supports_moves(op),
+                                     track_keys=getattr(op, "on_end", None) is not None),
                         name=split_name(name))
         merge = out.add(OrderedMerge(reorder, reorder_capacity, link=link), name=merge_name(name))
         for r in range(count):

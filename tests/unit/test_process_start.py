@@ -9,6 +9,7 @@ import sys
 from functools import partial
 
 import cloudpickle
+import numpy as np
 import pytest
 
 import elastream as es
@@ -31,6 +32,12 @@ def test_pickled_modules_are_found_in_every_protocol(protocol):
     payload = pickle.dumps([os.path.join, json.dumps, os.path.join], protocol=protocol)
     assert {"json"} <= _pickled_modules(payload)
     assert _pickled_modules(payload) & {"posixpath", "ntpath", "os.path"}
+
+
+def test_modules_outside_the_stdlib_and_elastream_are_not_shared_through_the_fork_server():
+    # numpy seeds its global generator at import: workers forked from one import would share it
+    names = preloadable_modules([cloudpickle.dumps([np.add, json.dumps])])
+    assert "json" in names and not [n for n in names if n.split(".")[0] in ("numpy", "_pytest", "pytest")]
 
 
 def test_modules_not_imported_here_are_left_out():

@@ -386,14 +386,17 @@ def _start_fork_server(ctx: Any, preload: list[str]) -> None:
 
 
 def preloadable_modules(payloads: list[bytes]) -> list[str]:
-    """Modules a worker imports at its start, of those this process has imported (so they import cleanly).
+    """Modules a worker imports at its start that the fork server may import for it instead.
 
     That is what the main script imports (a worker runs the parent's main script again, as
-    ``__mp_main__``, before anything else: ~5-15 ms when it imports argparse or the flow's own
-    module; the fork server's own ``"__main__"`` preload never gets the script's path on Python
-    3.11) and what the pickles in ``payloads`` name (unpickling a worker's spec imports them).
-    Nothing this process has not imported is listed: the fork server dies on an import that
-    raises anything but ImportError.
+    ``__mp_main__``, before anything else; the fork server's own ``"__main__"`` preload never
+    gets the script's path on Python 3.11) and what the pickles in ``payloads`` name
+    (unpickling a worker's spec imports them): ~5-15 ms a worker when that is argparse or
+    the flow's own module. Only the standard library's modules and elastream's own qualify:
+    a module imported once in the server is inherited by every worker, so one that seeds a
+    random generator or opens a connection at import would hand all of them the same one,
+    where each used to import its own. And only modules this process has imported (the fork
+    server dies on an import that raises anything but ImportError).
 
     Example: ``preloadable_modules([cloudpickle.dumps(es.ops.Collect())]) == ["elastream.ops.sinks"]``
     """
@@ -401,8 +404,14 @@ def preloadable_modules(payloads: list[bytes]) -> list[str]:
     for payload in payloads:
         if len(payload) <= PRELOAD_SCAN_BYTES:
             names.update(_pickled_modules(payload))
-    return sorted(n for n in names if n not in ("__main__", "__mp_main__") and n in sys.modules
+    return sorted(n for n in names if _is_shared_safely(n) and n in sys.modules
                   and getattr(sys.modules[n], "__spec__", None) is not None)
+
+
+def _is_shared_safely(name: str) -> bool:
+    """Modules whose import-time state every worker may inherit from the fork server: elastream's, the stdlib's."""
+    top = name.split(".", 1)[0]
+    return top == "elastream" or (top in sys.stdlib_module_names and not top.startswith("_") and top != "builtins")
 
 
 def _main_script_modules() -> set[str]:

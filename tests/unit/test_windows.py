@@ -123,6 +123,8 @@ def test_bad_arguments_fail_when_the_flow_is_built():
         Tumbling(0)
     with pytest.raises(ValueError, match="slide .* larger than size"):
         Sliding(10.0, 20.0)
+    with pytest.raises(ValueError, match="would fall in 3600000 windows"):
+        Sliding(3600.0, 0.001)
     with pytest.raises(ValueError, match="gap must be a positive"):
         Session(float("nan"))
     with pytest.raises(ValueError, match="late must be one of"):

@@ -47,6 +47,8 @@ from typing import Any, NamedTuple
 from elastream.ops.keyed import KeyedProcess
 
 LATE_POLICIES = ("drop", "fail")
+#: Most windows a tuple may fall in (a sliding window's size / slide): each is an accumulator per key.
+MAX_WINDOWS_PER_TUPLE = 10_000
 
 
 class WindowResult(NamedTuple):
@@ -86,6 +88,9 @@ class Sliding:
         _check_positive("Sliding", size=self.size, slide=self.slide)
         if self.slide > self.size:
             raise ValueError(f"Sliding: slide ({self.slide}) larger than size ({self.size}) would skip time")
+        if self.size / self.slide > MAX_WINDOWS_PER_TUPLE:
+            raise ValueError(f"Sliding: every tuple would fall in {self.size / self.slide:.0f} windows "
+                             f"(size / slide); at most {MAX_WINDOWS_PER_TUPLE} are allowed")
 
     def starts(self, t: float) -> list[float]:
         """Starts of the windows holding time ``t``, earliest first."""

@@ -231,6 +231,22 @@ def test_automatic_rule_replicates_the_dominant_operator():
     assert {plan["heavy#0"], plan["heavy#1"]} == {0, 1}
 
 
+def test_automatic_rule_replicates_an_operator_with_on_end_beside_its_merge():
+    def heavy_counts(s):
+        return s.key_by(lambda e: e[0], partitions=8).process(
+            lambda n, e: (n + 1, [sum(range(3000)) and (e[0], n + 1)]), state=int, name="x",
+            on_end=lambda k, n: [(k, "end", n)])
+
+    flow = pipeline(heavy_counts, 2000)
+    first = run_with_deadline(flow, threads=1)
+    counts = choose_replicas(flow, 2, stats=first.stats)
+    assert counts == {"x": 2}
+    rewritten, full = expand_assignment(flow, {"src": 0, "x": 1, "out": 1}, 2, counts)
+    assert full[split_name("x")] == full[merge_name("x")] == 0  # with the upstream src; the merge beside it
+    got = run_with_deadline(pipeline(heavy_counts, 2000), timeout=90, processes=2, threads=1, replicas=counts)
+    assert got.outputs["out"] == first.outputs["out"]
+
+
 def test_expansion_takes_counts_or_the_automatic_rule_outside_the_placement():
     flow = es.Flow("auto")
     (flow.source(range(10), name="src").then(es.ops.Busy(cost_us=500.0), name="heavy")

@@ -201,8 +201,10 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     Replica counts come from ``"X#r"`` entries of ``assignment`` and from
     ``replicas`` (a dict, or "auto" for :func:`choose_replicas` with
     ``stats``); replica ``r`` of a count given only there goes to process
-    ``(home + r) % processes``, ``home`` being X's own entry. Without either,
-    ``flow`` and ``assignment`` come back unchanged.
+    ``(home + r) % processes``, ``home`` being X's own entry. The split goes
+    with X's upstream operator and the merge with its downstream one unless
+    placed; an operator with ``on_end`` has its merge with its split. Without
+    either, ``flow`` and ``assignment`` come back unchanged.
     """
     counts = requested_replicas(flow, assignment)
     extra = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas or {})
@@ -216,6 +218,8 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
         for r in range(count):
             full.setdefault(replica_name(name, r), (home + r) % processes)
         full.setdefault(split_name(name), _neighbour(flow, assignment, name, upstream=True, default=home))
+        if getattr(flow[name].operator, "on_end", None) is not None:
+            full.setdefault(merge_name(name), full[split_name(name)])  # they share the keys' first-seen order
         full.setdefault(merge_name(name), _neighbour(flow, assignment, name, upstream=False, default=home))
     # A split and its merge balance the replicas only when they share a process (they share a link object).
     linked = [name for name in counts if full[split_name(name)] == full[merge_name(name)]]
@@ -269,7 +273,7 @@ def choose_replicas(flow: Flow, processes: int, stats: Any = None) -> dict[str, 
     chosen = {}
     for name, w in weights.items():
         op = flow[name].operator
-        if w <= share or replicable_kind(op) is None or getattr(op, "on_end", None) is not None:
+        if w <= share or replicable_kind(op) is None:
             continue
         count = min(processes, max_replicas(op), math.ceil(w / share))
         if count >= 2:

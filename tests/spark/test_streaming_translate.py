@@ -198,7 +198,8 @@ def test_keyed_step_first_and_a_stateful_step_that_sees_nothing(spark, tmp_path)
 
 
 def test_windowed_aggregates_equal_the_sequential_local_run(spark, tmp_path):
-    """Tumbling counts and session sums per user (WindowAggregate is a KeyedProcess with on_end)."""
+    """Tumbling counts and session sums per user (WindowAggregate is a KeyedProcess with on_end), and sliding
+    counts closed by the watermark (a WindowAggregate of updates, then a stateful WatermarkCloser)."""
     flow = es.Flow("windows")
     clicks = flow.source(es.ops.FromParquet(write_files(tmp_path, 2)), name="src").map(project)
     clicks.key_by(user_of, partitions=4).window(es.ops.Tumbling(50.0), time=click_time).count(name="per_50s") \
@@ -206,12 +207,16 @@ def test_windowed_aggregates_equal_the_sequential_local_run(spark, tmp_path):
     clicks.key_by(user_of).window(es.ops.Session(30.0), time=click_time).aggregate(add_x, initial=int,
                                                                                      name="sessions") \
         .sink(es.ops.Collect(), name="sums")
+    clicks.key_by(user_of, partitions=2).window(es.ops.Sliding(60.0, 20.0), time=click_time, close="watermark",
+                                                lateness=10.0).count(name="sliding") \
+        .sink(es.ops.Collect(), name="by_watermark")
 
     want = local_outputs(flow)
     got = run_flow_on_spark(flow, spark=spark, shuffle_partitions=2)
 
     assert got.outputs == want
     assert sum(r.value for r in want["counts"]) == 2 * ROWS_PER_FILE and len(want["sums"]) > 5
+    assert sum(r.value for r in want["by_watermark"]) == 3 * 2 * ROWS_PER_FILE  # 3 windows per tuple
 
 
 def test_a_failing_function_names_its_operator(spark, tmp_path):

@@ -1,7 +1,8 @@
 """Windowed aggregates per key (elastream.ops.windows): tumbling, sliding, session.
 
 * Hand-worked examples: which windows a tuple opens, when each key's window is
-  emitted (a later tuple of the same key, or the end of the stream), late tuples.
+  emitted (a later tuple of the same key, or the end of the stream; with
+  close="watermark" the stream's latest time minus the lateness), late tuples.
 * The same outputs, in the same order, under worker threads, partitioned
   operators and replicas in two worker processes with partition moves, as a
   sequential one-tuple-at-a-time fold (ordered-multicore Definition 5.1).
@@ -36,10 +37,11 @@ def times(acc: list, event: tuple) -> list:
     return acc + [event[1]]
 
 
-def windowed(events: list, windows, build, threads: int = 1, partitions: int = 1, late: str = "drop") -> list:
+def windowed(events: list, windows, build, threads: int = 1, partitions: int = 1, late: str = "drop",
+             **window_kw) -> list:
     flow = es.Flow("windows")
     build(flow.source(es.ops.FromIterable(events), name="src").key_by(key_of, partitions=partitions)
-          .window(windows, time=time_of, late=late)).sink(es.ops.Collect(), name="out")
+          .window(windows, time=time_of, late=late, **window_kw)).sink(es.ops.Collect(), name="out")
     return es.Runner(threads=threads).run(flow, timeout=60).outputs["out"]
 
 
@@ -96,25 +98,52 @@ def test_late_tuples_are_counted_by_default_and_fail_when_asked():
     assert info.value.operator == "agg"
 
 
+def test_watermark_closes_the_windows_of_quiet_keys_in_end_order():
+    R = WindowResult
+    assert windowed(EVENTS, Tumbling(60.0), count, close="watermark") == [
+        R("a", 0.0, 60.0, 2), R("b", 0.0, 60.0, 1),   # a@61 moves the watermark past 60: b's window too
+        R("a", 60.0, 120.0, 1),                          # b@130; a@30 is late
+        R("b", 120.0, 180.0, 1), R("a", 120.0, 180.0, 1)]  # the end: by end, then first update
+    # Lateness lets a@30 in: the watermark trails the latest time by 100 s.
+    assert windowed(EVENTS, Tumbling(60.0), count, close="watermark", lateness=100.0)[0] == R("a", 0.0, 60.0, 3)
+    assert windowed(EVENTS, Tumbling(60.0), count, lateness=100.0)[0] == R("a", 0.0, 60.0, 3)
+    # A session that grows moves to its new end; the quiet key's session closes when the stream passes it.
+    events = [("a", 0.0), ("q", 1.0), ("a", 10.0), ("a", 20.0), ("b", 100.0), ("b", 101.0)]
+    assert windowed(events, Session(15.0), count, close="watermark", threads=2, partitions=4)[:2] == [
+        R("q", 1.0, 16.0, 1), R("a", 0.0, 35.0, 3)]
+
+
+def test_a_late_update_fails_in_the_closer_when_asked():
+    with pytest.raises(OperatorError, match="late tuple for key 'b'") as info:
+        windowed([("a", 1.0), ("a", 70.0), ("b", 50.0)], Tumbling(60.0), count, late="fail", close="watermark")
+    assert info.value.operator == "agg-close"
+
+
+@pytest.mark.parametrize("close", ["key", "watermark"])
 @pytest.mark.parametrize("windows", [Tumbling(7.0), Sliding(9.0, 3.0), Session(4.0)], ids=repr)
-def test_threads_partitions_and_processes_give_the_sequential_output(windows):
+def test_threads_partitions_and_processes_give_the_sequential_output(windows, close):
     rng = random.Random(5)
     # Roughly ordered times with some disorder (some tuples late), 40 keys.
     events = [(f"k{rng.randrange(40)}", i * 0.5 + rng.uniform(-6.0, 1.0)) for i in range(3000)]
-    op = WindowAggregate(key_of, windows, time_of, times, initial=list)
-    op.open(None)
-    sequential = [out for e in events for out in op.on_batch([e], 0)] + op.on_inputs_closed()
-    assert len(sequential) > 300 and sum(late_count(s) for s in op.states.values()) > 0
 
     def agg(w):
         return w.aggregate(times, initial=list, name="agg")
 
-    assert windowed(events, windows, agg, threads=2, partitions=8) == sequential
+    sequential = windowed(events, windows, agg, close=close)  # one thread, one instance of each operator
+    assert len(sequential) > 300
+    if close == "key":  # the engine's single run is itself the fold, one tuple at a time
+        op = WindowAggregate(key_of, windows, time_of, times, initial=list)
+        op.open(None)
+        assert sequential == [out for e in events for out in op.on_batch([e], 0)] + op.on_inputs_closed()
+        assert sum(late_count(s) for s in op.states.values()) > 0
+
+    assert windowed(events, windows, agg, threads=2, partitions=8, close=close) == sequential
 
     flow = es.Flow("windows-p2")
     agg(flow.source(es.ops.FromIterable(events), name="src").key_by(key_of, partitions=8)
-        .window(windows, time=time_of)).sink(es.ops.Collect(), name="out")
-    placement = replicated_placement(flow, 2, {"agg": 2}, placement={"src": 0, "out": 0})
+        .window(windows, time=time_of, close=close)).sink(es.ops.Collect(), name="out")
+    base = {"src": 0, "out": 0, **({"agg-close": 0} if close == "watermark" else {})}
+    placement = replicated_placement(flow, 2, {"agg": 2}, placement=base)
     assert es.Runner(processes=2, placement=placement).run(flow, timeout=90).outputs["out"] == sequential
 
 
@@ -133,3 +162,9 @@ def test_bad_arguments_fail_when_the_flow_is_built():
         WindowAggregate(key_of, 60.0, time_of, times)
     with pytest.raises(TypeError, match="time must be callable"):
         es.Flow("f").source([1]).key_by(key_of).window(Tumbling(1.0), time=3.0).count()
+    with pytest.raises(ValueError, match="close must be one of"):
+        es.Flow("f").source([1]).key_by(key_of).window(Tumbling(1.0), time=time_of, close="never")
+    with pytest.raises(ValueError, match="lateness must be a number of seconds >= 0"):
+        es.Flow("f").source([1]).key_by(key_of).window(Tumbling(1.0), time_of, close="watermark", lateness=-1).count()
+    with pytest.raises(ValueError, match="sessions take no lateness"):
+        WindowAggregate(key_of, Session(5.0), time_of, times, lateness=1.0)

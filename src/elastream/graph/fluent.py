@@ -141,30 +141,50 @@ class KeyedStream:
 
         return self.stream.then(KeyedReduce(self.key, fn, initial, self.partitions, self.strategy), name)
 
-    def window(self, windows: Any, time: Callable[[Any], float], late: str = "drop") -> WindowedStream:
+    def window(self, windows: Any, time: Callable[[Any], float], late: str = "drop", close: str = "key",
+               lateness: float = 0.0) -> WindowedStream:
         """Group each key's tuples into event-time windows (``es.ops.Tumbling`` / ``Sliding`` / ``Session``).
+
+        A window is emitted when a later tuple of its key passes its end plus ``lateness``
+        (``close="key"``), or when the stream's latest time minus ``lateness`` does
+        (``close="watermark"``), and at the end.
 
         Example: ``s.key_by(user).window(es.ops.Tumbling(60.0), time=lambda c: c.ts).count()``
         emits ``WindowResult(user, start, end, clicks)`` per user and minute (see
         :mod:`elastream.ops.windows` for when a window is emitted and what is late).
         """
-        return WindowedStream(self, windows, time, late)
+        from elastream.ops.windows import CLOSE_RULES
+
+        if close not in CLOSE_RULES:
+            raise ValueError(f"window: close must be one of {CLOSE_RULES}, got {close!r}")
+        return WindowedStream(self, windows, time, late, close, lateness)
 
 
 class WindowedStream:
     """A keyed stream grouped into event-time windows; an aggregate makes it a stream of ``WindowResult``."""
 
-    def __init__(self, keyed: KeyedStream, windows: Any, time: Callable[[Any], float], late: str):
+    def __init__(self, keyed: KeyedStream, windows: Any, time: Callable[[Any], float], late: str,
+                 close: str = "key", lateness: float = 0.0):
         self.keyed, self.windows, self.time, self.late = keyed, windows, time, late
+        self.close, self.lateness = close, lateness
 
     def aggregate(self, fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None,
                   name: str | None = None) -> Stream:
-        """Fold each window with ``fn(acc, item)`` from ``initial()`` (without it: from the window's first tuple)."""
-        from elastream.ops.windows import WindowAggregate
+        """Fold each window with ``fn(acc, item)`` from ``initial()`` (without it: from the window's first tuple).
+
+        With ``close="watermark"`` the fold is named ``name`` and the closer behind it ``name + "-close"``.
+        """
+        from elastream.ops.windows import WatermarkCloser, WindowAggregate
 
         k = self.keyed
-        op = WindowAggregate(k.key, self.windows, self.time, fn, initial, k.partitions, k.strategy, self.late)
-        return k.stream.then(op, name)
+        if self.close == "key":
+            op = WindowAggregate(k.key, self.windows, self.time, fn, initial, k.partitions, k.strategy, self.late,
+                                 lateness=self.lateness)
+            return k.stream.then(op, name)
+        closer = WatermarkCloser(self.lateness, self.late)  # built first: a bad lateness fails before the flow grows
+        op = WindowAggregate(k.key, self.windows, self.time, fn, initial, k.partitions, k.strategy, self.late,
+                             emit="updates", lateness=self.lateness)
+        return k.stream.then(op, name).then(closer, None if name is None else f"{name}-close")
 
     def count(self, name: str | None = None) -> Stream:
         """Tuples per window and key."""

@@ -11,7 +11,8 @@ translation.
 When a window is emitted
 ------------------------
 A key's window is emitted as soon as a later tuple *of the same key* has an
-event time at or past the window's end (a session: more than ``gap`` after
+event time at or past the window's end (plus ``lateness``, which lets tuples
+arrive that much out of order) (a session: more than ``gap`` after
 its last tuple), and every window still open is emitted when the stream ends
 (keys in first-seen order, windows by start). Closing on the key's own tuples,
 rather than on a watermark shared by all keys, makes every output a function
@@ -19,14 +20,27 @@ of that key's subsequence alone, so any partitioning over threads or
 processes produces exactly the sequential output (ordered-multicore
 Definition 5.1) without a watermark having to reach every replica in order.
 
+Closing on the stream's event time instead (``close="watermark"``)
+-----------------------------------------------------------------
+A key that goes quiet keeps its window open until the stream ends under the
+rule above. With ``close="watermark"`` a window is emitted as soon as the
+*stream's* watermark — the largest event time seen so far, minus
+``lateness`` — passes its end, whatever the key. The aggregate then runs as two
+operators: the partitioned :class:`WindowAggregate` (``emit="updates"``) folds
+in parallel and sends a :class:`WindowUpdate` per tuple and window, and one
+ordered :class:`WatermarkCloser` (stateful kind) keeps the latest value per
+window and emits it when the watermark passes — in window-end order, ties in
+the order the windows were first updated. The closer sees the updates in the
+sequential order, so the output still equals a sequential run's.
+
 Late tuples
 -----------
 A tuple whose window was already emitted for its key (a later tuple of the key
-had passed that window's end; for sessions: a tuple before the open session)
-is *late*:
+had passed that window's end; for sessions: a tuple before the open session;
+with ``close="watermark"``: a window the watermark had passed) is *late*:
 ``late="drop"`` (the default) leaves it out of that window and counts it in
-the key's state (:func:`late_count`), ``late="fail"`` stops the flow with the
-operator's name, the key and the times.
+the key's state (:func:`late_count`; the closer's for the watermark), ``late="fail"``
+stops the flow with the operator's name, the key and the times.
 
 Example (clicks per user and minute)::
 
@@ -39,14 +53,17 @@ Example (clicks per user and minute)::
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from elastream.ops.keyed import KeyedProcess
+from elastream.ops.keyed import KeyedProcess, StatefulProcess
 
 LATE_POLICIES = ("drop", "fail")
+CLOSE_RULES = ("key", "watermark")
+EMIT_MODES = ("final", "updates")
 #: Most windows a tuple may fall in (a sliding window's size / slide): each is an accumulator per key.
 MAX_WINDOWS_PER_TUPLE = 10_000
 
@@ -58,6 +75,16 @@ class WindowResult(NamedTuple):
     start: float
     end: float
     value: Any
+
+
+class WindowUpdate(NamedTuple):
+    """A window's value after one more tuple (``emit="updates"``), with that tuple's event ``time``."""
+
+    key: Any
+    start: float
+    end: float
+    value: Any
+    time: float
 
 
 @dataclass(frozen=True)
@@ -151,23 +178,29 @@ class _WindowFold:
     """The step and end functions of a :class:`WindowAggregate` (picklable, unlike closures)."""
 
     def __init__(self, key: Callable[[Any], Any], time: Callable[[Any], float], windows: Windows,
-                 fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None, late: str):
+                 fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None, late: str, updates: bool = False,
+                 lateness: float = 0.0):
         self.key, self.time, self.windows, self.fn, self.initial, self.late = key, time, windows, fn, initial, late
+        self.updates, self.lateness = updates, lateness
 
-    def step(self, state: WindowState, item: Any) -> tuple[WindowState, list[WindowResult]]:
-        """Fold ``item`` into its windows; return the windows of its key that its time closes."""
+    def step(self, state: WindowState, item: Any) -> tuple[WindowState, list]:
+        """Fold ``item`` into its windows; return the windows of its key that its time closes
+        (with ``updates``: the windows it went into, as :class:`WindowUpdate`)."""
         t = self.time(item)
         if isinstance(self.windows, Session):
             return state, self._session_step(state, item, t)
-        size = self.windows.size
-        closed = self._close_before(state, item, t, size)
+        size, lateness = self.windows.size, self.lateness
+        closed = self._close_before(state, item, t - lateness, size)
+        updated = []
         for start in self.windows.starts(t):
-            if state.latest is not None and start + size <= state.latest:  # closed by the key's latest tuple
+            if state.latest is not None and start + size <= state.latest - lateness:  # closed by the key's latest
                 self._late(state, item, t, start, start + size)
                 continue
-            state.open[start] = self._fold(state.open.get(start, _NO_ACC), item)
+            acc = state.open[start] = self._fold(state.open.get(start, _NO_ACC), item)
+            if self.updates:
+                updated.append(WindowUpdate(self.key(item), start, start + size, acc, t))
         state.latest = t if state.latest is None else max(state.latest, t)
-        return state, closed
+        return state, updated if self.updates else closed
 
     def end(self, key: Any, state: WindowState) -> list[WindowResult]:
         """Every window still open for ``key``, by start (the stream has ended)."""
@@ -176,8 +209,8 @@ class _WindowFold:
         size = self.windows.size
         return [WindowResult(key, s, s + size, state.open[s]) for s in sorted(state.open)]
 
-    def _close_before(self, state: WindowState, item: Any, t: float, size: float) -> list[WindowResult]:
-        due = sorted(s for s in state.open if s + size <= t)
+    def _close_before(self, state: WindowState, item: Any, mark: float, size: float) -> list[WindowResult]:
+        due = sorted(s for s in state.open if s + size <= mark)
         if not due:
             return []
         k = self.key(item)
@@ -192,15 +225,15 @@ class _WindowFold:
                 self._late(state, item, t, start, state.session_end)
                 return closed
             if t < state.session_end:
-                state.open[start] = self._fold(acc, item)
+                acc = state.open[start] = self._fold(acc, item)
                 state.session_end = max(state.session_end, t + gap)
                 state.latest = max(state.latest, t)
-                return closed
+                return [WindowUpdate(self.key(item), start, state.session_end, acc, t)] if self.updates else closed
             closed.append(WindowResult(self.key(item), start, state.session_end, state.open.pop(start)))
-        state.open[t] = self._fold(_NO_ACC, item)
+        acc = state.open[t] = self._fold(_NO_ACC, item)
         state.session_end = t + gap
         state.latest = t
-        return closed
+        return [WindowUpdate(self.key(item), t, t + gap, acc, t)] if self.updates else closed
 
     def _fold(self, acc: Any, item: Any) -> Any:
         if acc is _NO_ACC:
@@ -223,6 +256,10 @@ class WindowAggregate(KeyedProcess):
     window's first tuple (as :class:`~elastream.ops.keyed.KeyedReduce`). See
     the module docstring for when windows are emitted and what is late.
 
+    With ``emit="updates"`` it emits a :class:`WindowUpdate` per tuple and
+    window instead, for a :class:`WatermarkCloser` downstream (the windows'
+    state is still freed by the key's own tuples; nothing is emitted at the end).
+
     Example: ``WindowAggregate(user_of, Tumbling(60.0), ts_of, lambda n, _: n + 1, initial=int)``
     counts each user's tuples per minute.
     """
@@ -231,7 +268,7 @@ class WindowAggregate(KeyedProcess):
 
     def __init__(self, key: Callable[[Any], Any], windows: Windows, time: Callable[[Any], float],
                  fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None, partitions: int = 1,
-                 strategy: str = "hash", late: str = "drop"):
+                 strategy: str = "hash", late: str = "drop", emit: str = "final", lateness: float = 0.0):
         if not isinstance(windows, (Tumbling, Sliding, Session)):
             raise TypeError(f"WindowAggregate: windows must be Tumbling, Sliding or Session, "
                             f"not {type(windows).__name__}")
@@ -242,13 +279,110 @@ class WindowAggregate(KeyedProcess):
             raise TypeError(f"WindowAggregate: initial must be a zero-argument factory, got {type(initial).__name__}")
         if late not in LATE_POLICIES:
             raise ValueError(f"WindowAggregate: late must be one of {LATE_POLICIES}, got {late!r}")
+        if emit not in EMIT_MODES:
+            raise ValueError(f"WindowAggregate: emit must be one of {EMIT_MODES}, got {emit!r}")
+        _check_lateness("WindowAggregate", lateness)
+        if lateness and isinstance(windows, Session):
+            raise ValueError("WindowAggregate: sessions take no lateness (a session ends at its key's first "
+                             "tuple after the gap)")
         self.windows = windows
         self.late = late
-        fold = _WindowFold(key, time, windows, fn, initial, late)
-        super().__init__(key, fold.step, WindowState, partitions, strategy, on_end=fold.end)
+        fold = _WindowFold(key, time, windows, fn, initial, late, updates=emit == "updates", lateness=float(lateness))
+        super().__init__(key, fold.step, WindowState, partitions, strategy,
+                         on_end=None if emit == "updates" else fold.end)
 
     def describe(self) -> str:
         return f"WindowAggregate({self.windows})"
+
+
+class CloserState:
+    """The open windows of a :class:`WatermarkCloser`: latest value and end per ``(key, start)``, a heap by
+    end, the watermark, and the late updates dropped."""
+
+    __slots__ = ("open", "heap", "watermark", "late", "n")
+
+    def __init__(self) -> None:
+        self.open: dict[tuple[Any, float], list] = {}   # (key, start) -> [end, value, heap order]
+        self.heap: list[tuple[float, int, Any, float]] = []
+        self.watermark: float | None = None
+        self.late = 0
+        self.n = 0
+
+    def __getstate__(self) -> tuple:
+        return self.open, self.heap, self.watermark, self.late, self.n
+
+    def __setstate__(self, state: tuple) -> None:
+        self.open, self.heap, self.watermark, self.late, self.n = state
+
+
+class _Closer:
+    """Step and end of a :class:`WatermarkCloser` (picklable)."""
+
+    def __init__(self, lateness: float, late: str):
+        self.lateness, self.late = lateness, late
+
+    def step(self, state: CloserState, update: WindowUpdate) -> tuple[CloserState, list[WindowResult]]:
+        """Keep ``update``'s value; emit every window the watermark has now passed."""
+        key, start, end, value, t = update
+        w = state.watermark
+        slot = state.open.get((key, start))
+        if slot is None and w is not None and end <= w:
+            if self.late == "fail":
+                raise ValueError(f"late tuple for key {key!r}: time {t} falls in window [{start}, {end}), "
+                                 f"already emitted (the watermark is {w})")
+            state.late += 1
+        elif slot is None:
+            state.open[(key, start)] = [end, value, state.n]
+            heapq.heappush(state.heap, (end, state.n, key, start))
+            state.n += 1
+        else:
+            if end != slot[0]:  # a session grew: its heap entry moves later (the old one goes stale)
+                heapq.heappush(state.heap, (end, slot[2], key, start))
+            slot[0], slot[1] = end, value
+        mark = t - self.lateness
+        if w is None or mark > w:
+            state.watermark = mark
+            return state, self._due(state, mark)
+        return state, []
+
+    def end(self, state: CloserState) -> list[WindowResult]:
+        """Every window still open (the stream has ended), by end."""
+        return self._due(state, math.inf)
+
+    @staticmethod
+    def _due(state: CloserState, mark: float) -> list[WindowResult]:
+        heap, out = state.heap, []
+        while heap and heap[0][0] <= mark:
+            end, _, key, start = heapq.heappop(heap)
+            slot = state.open.get((key, start))
+            if slot is not None and slot[0] == end:  # else a stale entry of a session that grew
+                del state.open[(key, start)]
+                out.append(WindowResult(key, start, end, slot[1]))
+        return out
+
+
+class WatermarkCloser(StatefulProcess):
+    """Emit the windows of :class:`WindowUpdate` s once the watermark (latest time - ``lateness``) passes them.
+
+    One ordered instance (stateful kind) behind a ``WindowAggregate(..., emit="updates")``; windows by
+    end, ties in the order they were first updated; updates of a window already emitted are late.
+    """
+
+    def __init__(self, lateness: float = 0.0, late: str = "drop"):
+        _check_lateness("WatermarkCloser", lateness)
+        if late not in LATE_POLICIES:
+            raise ValueError(f"WatermarkCloser: late must be one of {LATE_POLICIES}, got {late!r}")
+        closer = _Closer(float(lateness), late)
+        super().__init__(closer.step, CloserState, on_end=closer.end)
+        self.lateness = lateness
+
+    def describe(self) -> str:
+        return f"WatermarkCloser(lateness={self.lateness})"
+
+
+def _check_lateness(owner: str, lateness: float) -> None:
+    if not (isinstance(lateness, (int, float)) and math.isfinite(lateness) and lateness >= 0):
+        raise ValueError(f"{owner}: lateness must be a number of seconds >= 0, got {lateness!r}")
 
 
 def _check_positive(owner: str, **values: float) -> None:

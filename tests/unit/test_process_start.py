@@ -13,16 +13,18 @@ import numpy as np
 import pytest
 
 import elastream as es
+import ring_payloads
 from elastream.ipc import _sync
 from elastream.processes import child
-from elastream.processes.supervisor import _pickled_modules, preloadable_modules
+from elastream.processes.supervisor import (_pickled_modules, precompilable_sources, preloadable_modules,
+                                            worker_modules)
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def test_the_modules_a_spec_names_are_preloaded():
     payload = cloudpickle.dumps([es.ops.Collect(), partial(json.dumps, indent=1)])
-    names = preloadable_modules([payload])
+    names = preloadable_modules(worker_modules([payload]))
     assert "elastream.ops.sinks" in names and "json" in names
     assert "__main__" not in names
 
@@ -36,23 +38,41 @@ def test_pickled_modules_are_found_in_every_protocol(protocol):
 
 def test_modules_outside_the_stdlib_and_elastream_are_not_shared_through_the_fork_server():
     # numpy seeds its global generator at import: workers forked from one import would share it
-    names = preloadable_modules([cloudpickle.dumps([np.add, json.dumps])])
+    wanted = worker_modules([cloudpickle.dumps([np.add, json.dumps, ring_payloads.make_payload])])
+    names = preloadable_modules(wanted)
     assert "json" in names and not [n for n in names if n.split(".")[0] in ("numpy", "_pytest", "pytest")]
+    # the test suite's own module is only compiled in the server; numpy's are not sources (.py) of ours
+    assert ring_payloads.__file__ in precompilable_sources(wanted)
 
 
 def test_modules_not_imported_here_are_left_out():
     payload = pickle.dumps(b"x")  # no globals at all
     assert _pickled_modules(b"not a pickle") == set()
-    assert set(preloadable_modules([payload])) <= set(sys.modules)
+    assert worker_modules([payload]) <= set(sys.modules)
 
 
-def test_a_fork_server_adopts_the_parents_path_and_drops_the_variable(monkeypatch):
+def test_a_fork_server_adopts_the_parents_path_and_compiles_the_sources_it_is_given(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(child._CompiledSources, "_installed", None)
+    from importlib.machinery import SourceFileLoader
+
+    monkeypatch.setattr(SourceFileLoader, "source_to_code", SourceFileLoader.source_to_code)
+    module = tmp_path / "es_precompiled_probe.py"
+    module.write_text("VALUE = 41 + 1\n")
     last = sys.path[-1]
-    monkeypatch.setenv(child.FORKSERVER_PATH_ENV, json.dumps(["/nowhere/a", last]))
-    child._adopt_parent_path()
-    assert sys.path[:2] == ["/nowhere/a", last] and sys.path.count(last) == 1
-    assert child.FORKSERVER_PATH_ENV not in os.environ
+    monkeypatch.setenv(child.FORKSERVER_SETUP_ENV, json.dumps({"sys_path": [str(tmp_path), last],
+                                                               "compile": [str(module)]}))
+    child._set_up_fork_server()
+    assert sys.path[:2] == [str(tmp_path), last] and sys.path.count(last) == 1
+    assert child.FORKSERVER_SETUP_ENV not in os.environ
+    compiled = child._CompiledSources._installed.code[str(module)][1]
+    loader = SourceFileLoader("es_precompiled_probe", str(module))
+    assert loader.get_code("es_precompiled_probe") is compiled          # same source: no compile
+    module.write_text("VALUE = 7\n")
+    assert loader.get_code("es_precompiled_probe") is not compiled      # changed since: compiled as usual
+    namespace: dict = {}
+    exec(loader.get_code("es_precompiled_probe"), namespace)
+    assert namespace["VALUE"] == 7
 
 
 def test_warm_up_resolves_the_atomics_once():

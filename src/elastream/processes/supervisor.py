@@ -38,7 +38,7 @@ import cloudpickle
 from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
-from elastream.processes.child import FORKSERVER_PATH_ENV, child_main, receive, send
+from elastream.processes.child import FORKSERVER_SETUP_ENV, child_main, receive, send
 from elastream.processes.local import LocalPart
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
@@ -148,7 +148,9 @@ class ProcessRunHandle:
             # (~10 ms instead of a fresh interpreter's ~0.3 s of imports). It is told only when it
             # starts, so what this flow's workers import is added then: a later run of the same
             # code forks with it already imported (no .pyc is written on the VM: each import compiles).
-            _start_fork_server(ctx, list(dict.fromkeys(FORKSERVER_PRELOAD + tuple(preloadable_modules(payloads)))))
+            wanted = worker_modules(payloads)
+            _start_fork_server(ctx, list(dict.fromkeys(FORKSERVER_PRELOAD + tuple(preloadable_modules(wanted)))),
+                               precompilable_sources(wanted))
         children = []
         try:
             for spec, payload in zip(specs, payloads):
@@ -374,45 +376,62 @@ def _fork_server_running() -> bool:
     return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None) is not None
 
 
-def _start_fork_server(ctx: Any, preload: list[str]) -> None:
-    """Start the fork server with ``preload`` imported, on this process's ``sys.path``.
+def _start_fork_server(ctx: Any, preload: list[str], sources: list[str]) -> None:
+    """Start the fork server with ``preload`` imported and ``sources`` compiled, on this process's ``sys.path``.
 
     Python 3.11's fork server drops the ``sys.path`` it is handed, so a module found only
     through an entry the main script added (a benchmark's own directory) would not import
-    there; :mod:`elastream.processes.child` adopts the path from :data:`FORKSERVER_PATH_ENV`,
-    set only while the server starts.
+    there; :mod:`elastream.processes.child` takes the path and the files to compile from
+    :data:`FORKSERVER_SETUP_ENV`, set only while the server starts.
     """
     from multiprocessing import forkserver
 
     ctx.set_forkserver_preload(preload)
-    os.environ[FORKSERVER_PATH_ENV] = json.dumps(sys.path)
+    os.environ[FORKSERVER_SETUP_ENV] = json.dumps({"sys_path": sys.path, "compile": sources})
     try:
         forkserver.ensure_running()
     finally:
-        os.environ.pop(FORKSERVER_PATH_ENV, None)
+        os.environ.pop(FORKSERVER_SETUP_ENV, None)
 
 
-def preloadable_modules(payloads: list[bytes]) -> list[str]:
-    """Modules a worker imports at its start that the fork server may import for it instead.
+def worker_modules(payloads: list[bytes]) -> set[str]:
+    """Modules a worker imports at its start, of those this process has imported.
 
     That is what the main script imports (a worker runs the parent's main script again, as
     ``__mp_main__``, before anything else; the fork server's own ``"__main__"`` preload never
     gets the script's path on Python 3.11) and what the pickles in ``payloads`` name
     (unpickling a worker's spec imports them): ~5-15 ms a worker when that is argparse or
-    the flow's own module. Only the standard library's modules and elastream's own qualify:
-    a module imported once in the server is inherited by every worker, so one that seeds a
-    random generator or opens a connection at import would hand all of them the same one,
-    where each used to import its own. And only modules this process has imported (the fork
-    server dies on an import that raises anything but ImportError).
-
-    Example: ``preloadable_modules([cloudpickle.dumps(es.ops.Collect())]) == ["elastream.ops.sinks"]``
+    the flow's own module (no ``.pyc`` is written on the VM: each import compiles).
     """
     names = _main_script_modules()
     for payload in payloads:
         if len(payload) <= PRELOAD_SCAN_BYTES:
             names.update(_pickled_modules(payload))
-    return sorted(n for n in names if _is_shared_safely(n) and n in sys.modules
-                  and getattr(sys.modules[n], "__spec__", None) is not None)
+    return {n for n in names if n in sys.modules and getattr(sys.modules[n], "__spec__", None) is not None}
+
+
+def preloadable_modules(names: set[str]) -> list[str]:
+    """Those of ``names`` the fork server may import for the workers: the standard library's and elastream's.
+
+    A module imported once in the server is inherited by every worker, so one that seeds a
+    random generator or opens a connection at import would hand all of them the same one,
+    where each used to import its own; the others are only compiled there
+    (:func:`precompilable_sources`). Only modules this process has imported are named: the
+    fork server dies on an import that raises anything but ImportError.
+
+    Example: ``preloadable_modules(worker_modules([cloudpickle.dumps(es.ops.Collect())])) == ["elastream.ops.sinks"]``
+    """
+    return sorted(n for n in names if _is_shared_safely(n))
+
+
+def precompilable_sources(names: set[str]) -> list[str]:
+    """Source files of the rest of ``names``: compiled in the fork server, executed by each worker itself."""
+    sources = []
+    for name in sorted(names):
+        path = getattr(sys.modules[name], "__file__", None)
+        if not _is_shared_safely(name) and isinstance(path, str) and path.endswith(".py"):
+            sources.append(path)
+    return sources
 
 
 def _is_shared_safely(name: str) -> bool:

@@ -3,7 +3,7 @@ stateless / partitioned / stateful function operators emits exactly the output s
 sequential one-tuple-at-a-time execution.
 
 Generated: 1-5 stages of every kind (map, filter, flat_map; key_by().process() with and
-without on_end, and key_by().reduce(); process(kind="stateful")) with selectivity 0, 1/2, 1, 2 or value-dependent
+without on_end, key_by().reduce() and key_by().window(Tumbling).aggregate(); process(kind="stateful")) with selectivity 0, 1/2, 1, 2 or value-dependent
 0..2; a policy among ``es.policies.available()``; 1-8 worker threads; 1 or 2 processes. With 2
 processes each operator goes to a random process, and in both cases stateless / partitioned stages
 are replicated at random (C-Stream §4.2: ordered split, replicas, ordered merge; in one process
@@ -27,8 +27,11 @@ pytestmark = pytest.mark.timeout(240)
 
 MOD = 1_000_003
 SELECTIVITIES = ("0", "1/2", "1", "2", "0..2")
-KINDS = ("map", "filter", "flat_map", "keyed", "keyed_end", "reduce", "stateful")
-REPLICABLE = ("map", "filter", "flat_map", "keyed", "keyed_end", "reduce")
+KINDS = ("map", "filter", "flat_map", "keyed", "keyed_end", "reduce", "window", "stateful")
+REPLICABLE = ("map", "filter", "flat_map", "keyed", "keyed_end", "reduce", "window")
+#: Tumbling window size of "window" stages; a value is its tuple's event time (values are not ordered:
+#: many tuples come late).
+WINDOW = 250
 
 
 def times(v: int, sel: str) -> int:
@@ -69,6 +72,10 @@ class Stage:
                                  on_end=(lambda k, n: [(k, (n + salt) % MOD)]) if self.kind == "keyed_end" else None)
         if self.kind == "reduce":
             return keyed.reduce(lambda a, e: (a + e[1] + salt) % MOD, initial=int, name=name)
+        if self.kind == "window":
+            return keyed.window(es.ops.Tumbling(WINDOW), time=lambda e: e[1]) \
+                .aggregate(lambda a, e: (a + e[1] + salt) % MOD, initial=int, name=name) \
+                .map(lambda r: (r.key, (int(r.start) + r.value) % MOD), name=f"{name}-pairs")
         return stream.process(lambda t, e: ((t + e[1]) % MOD, [(e[0], (t + e[1]) % MOD)] * times(e[1], sel)),
                               state=int, name=name)
 
@@ -77,6 +84,9 @@ def reference(stages: tuple[Stage, ...], data: list[tuple[int, int]]) -> list[tu
     """Sequential one-tuple-at-a-time execution of the stage specs in plain Python."""
     stream = data
     for s in stages:
+        if s.kind == "window":
+            stream = windows_reference(stream, s.salt)
+            continue
         out: list[tuple[int, int]] = []
         state: dict[int, int] = {}
         total = 0
@@ -103,12 +113,31 @@ def reference(stages: tuple[Stage, ...], data: list[tuple[int, int]]) -> list[tu
     return stream
 
 
+def windows_reference(stream: list[tuple[int, int]], salt: int) -> list[tuple[int, int]]:
+    """Tumbling windows per key, emitted when the key's next tuple passes their end, the rest at the end;
+    a tuple whose window its key has passed is dropped."""
+    out: list[tuple[int, int]] = []
+    open_: dict[int, dict[int, int]] = {}
+    latest: dict[int, int] = {}
+    for k, v in stream:
+        windows = open_.setdefault(k, {})
+        for start in sorted(w for w in windows if w + WINDOW <= v):
+            out.append((k, (start + windows.pop(start)) % MOD))
+        start = v // WINDOW * WINDOW
+        if k not in latest or start + WINDOW > latest[k]:
+            windows[start] = (windows.get(start, 0) + v + salt) % MOD
+        latest[k] = max(latest.get(k, v), v)
+    for k, windows in open_.items():
+        out += [(k, (start + windows[start]) % MOD) for start in sorted(windows)]
+    return out
+
+
 @st.composite
 def stages(draw) -> tuple[Stage, ...]:
     result = []
     for _ in range(draw(st.integers(1, 5))):
         kind = draw(st.sampled_from(KINDS))
-        sel = "1" if kind in ("map", "reduce") else draw(st.sampled_from(SELECTIVITIES))
+        sel = "1" if kind in ("map", "reduce", "window") else draw(st.sampled_from(SELECTIVITIES))
         if kind == "filter" and sel in ("2", "0..2"):
             sel = "1/2"
         result.append(Stage(kind, sel, draw(st.integers(0, 99)), draw(st.integers(1, 4))))
@@ -173,8 +202,10 @@ def placements(draw, spec: tuple[Stage, ...]) -> dict[str, int]:
             bound = 3 if stage.kind in ("map", "filter", "flat_map") else min(3, stage.partitions)
             for r in range(draw(st.integers(1, bound))):
                 plan[replica_name(name, r)] = draw(proc)
-            if stage.kind == "keyed_end":  # on_end: the split and the merge share the keys' order
+            if stage.kind in ("keyed_end", "window"):  # on_end: the split and the merge share the keys' order
                 plan[f"{name}#split"] = plan[f"{name}#merge"] = draw(proc)
+        if stage.kind == "window":
+            plan[f"{name}-pairs"] = draw(proc)
     return plan
 
 

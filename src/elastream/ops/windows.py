@@ -146,19 +146,20 @@ Windows = Tumbling | Sliding | Session
 class WindowState:
     """One key's open windows (``open``: start -> accumulator), its latest time and its late tuples."""
 
-    __slots__ = ("open", "latest", "late", "session_end")
+    __slots__ = ("open", "latest", "late", "first_end", "session_end")
 
     def __init__(self) -> None:
         self.open: dict[float, Any] = {}
         self.latest: float | None = None
         self.late = 0
+        self.first_end = math.inf  # the earliest end of an open window: nothing closes before it
         self.session_end: float | None = None  # sessions: the open session's end (last time + gap)
 
     def __getstate__(self) -> tuple:
-        return self.open, self.latest, self.late, self.session_end
+        return self.open, self.latest, self.late, self.first_end, self.session_end
 
     def __setstate__(self, state: tuple) -> None:
-        self.open, self.latest, self.late, self.session_end = state
+        self.open, self.latest, self.late, self.first_end, self.session_end = state
 
 
 def count_step(n: int, _item: Any) -> int:
@@ -183,24 +184,36 @@ class _WindowFold:
         self.key, self.time, self.windows, self.fn, self.initial, self.late = key, time, windows, fn, initial, late
         self.updates, self.lateness = updates, lateness
 
-    def step(self, state: WindowState, item: Any) -> tuple[WindowState, list]:
-        """Fold ``item`` into its windows; return the windows of its key that its time closes
-        (with ``updates``: the windows it went into, as :class:`WindowUpdate`)."""
+    def fixed_step(self, state: WindowState, item: Any) -> tuple[WindowState, Any]:
+        """Tumbling / sliding: fold ``item`` into its windows; return the windows of its key that its time
+        closes (with ``updates``: the windows it went into, as :class:`WindowUpdate`)."""
         t = self.time(item)
-        if isinstance(self.windows, Session):
-            return state, self._session_step(state, item, t)
-        size, lateness = self.windows.size, self.lateness
-        closed = self._close_before(state, item, t - lateness, size)
-        updated = []
-        for start in self.windows.starts(t):
-            if state.latest is not None and start + size <= state.latest - lateness:  # closed by the key's latest
-                self._late(state, item, t, start, start + size)
+        size, lateness = self.windows.size, self.lateness  # type: ignore[union-attr]
+        closed = self._close_due(state, item, t - lateness, size) if t - lateness >= state.first_end else ()
+        updated: list | None = [] if self.updates else None
+        latest, windows = state.latest, state.open
+        for start in self.windows.starts(t):  # type: ignore[union-attr]
+            end = start + size
+            if latest is not None and end <= latest - lateness:  # closed by the key's latest tuple
+                self._late(state, item, t, start, end)
                 continue
-            acc = state.open[start] = self._fold(state.open.get(start, _NO_ACC), item)
-            if self.updates:
-                updated.append(WindowUpdate(self.key(item), start, start + size, acc, t))
-        state.latest = t if state.latest is None else max(state.latest, t)
-        return state, updated if self.updates else closed
+            acc = windows.get(start, _NO_ACC)
+            if acc is _NO_ACC:
+                acc = item if self.initial is None else self.fn(self.initial(), item)
+                if end < state.first_end:
+                    state.first_end = end
+            else:
+                acc = self.fn(acc, item)
+            windows[start] = acc
+            if updated is not None:
+                updated.append(WindowUpdate(self.key(item), start, end, acc, t))
+        if latest is None or t > latest:
+            state.latest = t
+        return state, closed if updated is None else updated
+
+    def session_step(self, state: WindowState, item: Any) -> tuple[WindowState, list]:
+        """Sessions: fold ``item`` into its key's session; return the session its time closes (or its update)."""
+        return state, self._session_step(state, item, self.time(item))
 
     def end(self, key: Any, state: WindowState) -> list[WindowResult]:
         """Every window still open for ``key``, by start (the stream has ended)."""
@@ -209,12 +222,17 @@ class _WindowFold:
         size = self.windows.size
         return [WindowResult(key, s, s + size, state.open[s]) for s in sorted(state.open)]
 
-    def _close_before(self, state: WindowState, item: Any, mark: float, size: float) -> list[WindowResult]:
-        due = sorted(s for s in state.open if s + size <= mark)
-        if not due:
-            return []
+    def _close_due(self, state: WindowState, item: Any, mark: float, size: float) -> list[WindowResult]:
+        windows = state.open
         k = self.key(item)
-        return [WindowResult(k, s, s + size, state.open.pop(s)) for s in due]
+        if len(windows) == 1:  # the common case (tumbling): the one window, due since first_end <= mark
+            (start, acc), = windows.items()
+            windows.clear()
+            state.first_end = math.inf
+            return [WindowResult(k, start, start + size, acc)]
+        closed = [WindowResult(k, s, s + size, windows.pop(s)) for s in sorted(s for s in windows if s + size <= mark)]
+        state.first_end = min(windows) + size if windows else math.inf
+        return closed
 
     def _session_step(self, state: WindowState, item: Any, t: float) -> list[WindowResult]:
         gap = self.windows.gap  # type: ignore[union-attr]
@@ -288,8 +306,8 @@ class WindowAggregate(KeyedProcess):
         self.windows = windows
         self.late = late
         fold = _WindowFold(key, time, windows, fn, initial, late, updates=emit == "updates", lateness=float(lateness))
-        super().__init__(key, fold.step, WindowState, partitions, strategy,
-                         on_end=None if emit == "updates" else fold.end)
+        step = fold.session_step if isinstance(windows, Session) else fold.fixed_step
+        super().__init__(key, step, WindowState, partitions, strategy, on_end=None if emit == "updates" else fold.end)
 
     def describe(self) -> str:
         return f"WindowAggregate({self.windows})"

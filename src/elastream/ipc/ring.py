@@ -255,6 +255,23 @@ class _Pending:
         self.next_check = now + _LIVENESS_PERIOD
 
 
+class ReadWaiter:
+    """Arms and disarms a ring consumer's announced sleep for a poller thread (see :meth:`SharedRing.read_waiter`)."""
+
+    __slots__ = ("ring",)
+
+    def __init__(self, ring: SharedRing):
+        self.ring = ring
+
+    def arm(self) -> int | None:
+        """Announce the consumer as sleeping; the fd a producer's wake-up makes readable (None: poll instead)."""
+        return self.ring._arm_read_wake()
+
+    def disarm(self) -> None:
+        """Withdraw the announcement; consume the wake-up bytes."""
+        self.ring._disarm_read_wake()
+
+
 class SharedRing:
     """An OSRBuffer: a multi-producer, single-consumer ring of records in shared memory.
 
@@ -669,6 +686,28 @@ class SharedRing:
             if self._closed:
                 raise RingClosedError(f"ring {self.name} was closed while waiting") from None
             raise
+
+    def read_waiter(self) -> ReadWaiter:
+        """A waiter for a poller thread (:class:`~elastream.runtime.poller.Waiter`): it sleeps on this
+        consumer's wake pipe until a producer publishes (or closes) instead of re-checking on a timer."""
+        return ReadWaiter(self)
+
+    def _arm_read_wake(self) -> int | None:
+        """Announce a sleeping consumer; the wake pipe's read end, or None when producers cannot reach it."""
+        with self._consumer_lock:
+            pipe = self._wake_pipe
+            if self._closed or pipe is None or self._token_pid != _PID or self._q[_W_WAKE_BROKEN]:
+                return None
+            self._atomic.store(_W_DATA_WAITERS * 8, 1)   # a full barrier: the caller's re-check comes after it
+            return pipe.r
+
+    def _disarm_read_wake(self) -> None:
+        with self._consumer_lock:
+            if self._closed:
+                return
+            self._q[_W_DATA_WAITERS] = 0                 # a racing waker's byte only ends a later sleep early
+            if self._wake_pipe is not None:
+                self._wake_pipe.drain()
 
     def release_consumer(self) -> None:
         """Give up the consumer role so another handle (in any process) can take it over.

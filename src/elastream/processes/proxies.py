@@ -86,10 +86,12 @@ class RingReceiver(Operator):
         self.ring_name = ring_name
         self.max_records = max_records
         self.ring: Any = None
+        self._waiter: Any = None
         self.codec = PickleCodec()
 
     def open(self, ctx) -> None:
         self.ring = SharedRing.attach(self.ring_name)
+        self._waiter = self.ring.read_waiter()
 
     async def process(self, ctx) -> None:
         out = ctx.outputs[0]
@@ -105,20 +107,23 @@ class RingReceiver(Operator):
                 break
             await self._wait_for_data(ctx, ring)
 
-    @staticmethod
-    async def _wait_for_data(ctx, ring: Any) -> None:
+    async def _wait_for_data(self, ctx, ring: Any) -> None:
         """Nap on a timer while this process is busy; park on the poller while it is idle.
 
-        In a busy process (a worker computing for its whole quantum) a timer is
+        In a busy process (other operators waiting for a worker) a timer is
         served between two activations at no cost, while every poller wake-up
-        would take the GIL from the computing worker. A nap that ends on time
-        means the worker had nothing else to do: then the poller gives the
-        lowest latency and the worker thread can sleep.
+        would take the GIL from the computing worker. In an idle one (nothing
+        else ready, or a nap that ended on time) the poller sleeps on the
+        ring's wake pipe, which the producer pokes after publishing: the lowest
+        latency, and the worker thread can sleep.
         """
-        t0 = perf_counter()
-        await ctx.sleep(NAP_S)
-        if perf_counter() - t0 < 2 * NAP_S and not ring.wait_readable(0) and not ring.at_eof:
-            await ctx.wait_external(lambda: ring.wait_readable(0) or ring.at_eof)
+        if ctx.others_ready:
+            t0 = perf_counter()
+            await ctx.sleep(NAP_S)
+            if perf_counter() - t0 >= 2 * NAP_S:
+                return  # the process stayed busy: look at the ring again, then nap again
+        if not ring.wait_readable(0) and not ring.at_eof:
+            await ctx.wait_external(lambda: ring.wait_readable(0) or ring.at_eof, waiter=self._waiter)
 
     def close(self) -> None:
         if self.ring is not None:

@@ -140,6 +140,16 @@ class Context:
         """True once an explicit shutdown (or a failure elsewhere) was requested."""
         return self._task.sched.shutdown_requested
 
+    @property
+    def others_ready(self) -> bool:
+        """True while other operators of this process wait for a worker (the process is busy).
+
+        A hint, read without the scheduler's lock: an operator that would wait for something
+        outside the process can then nap on a timer, served between two activations, instead
+        of having a thread woken for it.
+        """
+        return bool(self._task.sched.ready)
+
     def _resolve(self, spec: Mapping[Any, int]) -> tuple[tuple[PortBuffer, int], ...]:
         out = []
         for port, count in spec.items():
@@ -200,17 +210,19 @@ class Context:
         if when > perf_counter() and not self._task.sched.shutdown_requested:
             await suspend(Sleep(when))
 
-    async def wait_external(self, probe: Callable[[], bool], *, write: bool = False) -> None:
+    async def wait_external(self, probe: Callable[[], bool], *, write: bool = False, waiter: Any = None) -> None:
         """Suspend until ``probe()`` is true, where only another process can make it so.
 
         The operator counts as WRITE_BLOCKED (``write=True``, e.g. a full
         shared-memory ring) or READ_BLOCKED; a poller thread re-checks the probe
-        with capped exponential back-off, so no worker thread spins. Returns at
-        once on shutdown. ``probe`` runs in the poller thread while this
-        operator is suspended.
+        with capped exponential back-off, so no worker thread spins — or, given
+        a ``waiter`` (:class:`~elastream.runtime.poller.Waiter`), sleeps on its
+        file descriptor until the other process writes to it. Returns at once
+        on shutdown. ``probe`` and the waiter run in the poller thread while
+        this operator is suspended.
         """
         if not probe() and not self._task.sched.shutdown_requested:
-            await suspend(ExternalWait(probe, write))
+            await suspend(ExternalWait(probe, write, waiter))
 
     async def yield_now(self) -> None:
         """Give other operators a turn if this one's quantum is used up."""

@@ -3,50 +3,75 @@
 An operator waiting for a shared-memory ring (data from, or space in, a ring
 shared with another process) is parked READ_BLOCKED / WRITE_BLOCKED with a
 probe; no worker thread spins on it. One poller thread per scheduler checks
-the registered probes and hands ready operators back to the scheduler. Its
-sleep between rounds backs off exponentially while nothing happens (from
-``min_sleep_s`` to ``max_sleep_s``) and resets as soon as a probe fires, so an
-idle flow costs a few hundred wake-ups per second and a busy one reacts within
-tens of microseconds.
+the registered probes and hands ready operators back to the scheduler.
+
+When every waiting operator came with a :class:`Waiter` (a ring's reader: the
+other process writes a byte to its wake pipe after publishing), the poller
+arms them all, looks at the probes once more (so nothing published meanwhile
+is missed) and sleeps in ``select`` on their file descriptors: a record from
+another process wakes its reader within tens of microseconds and an idle flow
+costs no wake-ups. Otherwise its sleep between rounds backs off exponentially
+while nothing happens (from ``min_sleep_s`` to ``max_sleep_s``) and resets as
+soon as a probe fires.
 
 Threading: ``register`` is called by the scheduler with its lock held; the
 poller thread calls ``Scheduler.wake_external`` (which takes that lock) and
-never holds its own lock while doing so.
+never holds its own lock while doing so. Waiters are armed and disarmed by the
+poller thread only.
 """
 
 from __future__ import annotations
 
+import os
+import select
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.scheduler import Scheduler
     from elastream.runtime.task import Task
 
 
+class Waiter(Protocol):
+    """What lets the poller sleep on a file descriptor until another process makes a probe true."""
+
+    def arm(self) -> int | None:
+        """Ask to be woken (e.g. announce a sleeping reader); the fd that becomes readable, or None: poll."""
+
+    def disarm(self) -> None:
+        """Withdraw the request and consume what the fd received."""
+
+
+#: Longest a poller sleeps on armed waiters alone: a safety net, should a wake-up ever be lost.
+WAITER_TIMEOUT_S = 0.05
+
+
 class ExternalPoller:
-    """Polls the probes of externally blocked tasks with capped exponential back-off."""
+    """Polls the probes of externally blocked tasks: sleeping on their waiters' fds, or with capped
+    exponential back-off."""
 
     def __init__(self, sched: Scheduler, *, min_sleep_s: float = 20e-6, max_sleep_s: float = 1e-3):
         self.sched = sched
         self.min_sleep_s = min_sleep_s
         self.max_sleep_s = max_sleep_s
-        self._waiting: dict[Task, Callable[[], bool]] = {}
+        self._waiting: dict[Task, tuple[Callable[[], bool], Waiter | None]] = {}
         self._lock = threading.Lock()
-        self._kick = threading.Event()
+        self._kick_r, self._kick_w = os.pipe()
+        for fd in (self._kick_r, self._kick_w):
+            os.set_blocking(fd, False)
         self._stop = False
         self._thread: threading.Thread | None = None
         self.wakeups = 0
 
-    def register(self, task: Task, probe: Callable[[], bool]) -> None:
-        """Watch ``probe`` for ``task`` (starts the thread on first use)."""
+    def register(self, task: Task, probe: Callable[[], bool], waiter: Waiter | None = None) -> None:
+        """Watch ``probe`` for ``task`` (starts the thread on first use); ``waiter``: see :class:`Waiter`."""
         with self._lock:
-            self._waiting[task] = probe
+            self._waiting[task] = (probe, waiter)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="elastream-poller", daemon=True)
                 self._thread.start()
-        self._kick.set()
+        self._kick()
 
     def forget(self, task: Task) -> None:
         """Stop watching ``task`` (it was woken another way, e.g. by shutdown)."""
@@ -56,33 +81,91 @@ class ExternalPoller:
     def stop_async(self) -> None:
         """Ask the thread to end without waiting (safe under the scheduler lock)."""
         self._stop = True
-        self._kick.set()
+        self._kick()
+        if self._thread is None:
+            self._close_kick()
 
     def stop(self) -> None:
         """End the poller thread and join it."""
         self._stop = True
-        self._kick.set()
+        self._kick()
         t = self._thread
         if t is not None and t is not threading.current_thread():
             t.join(2.0)
+        if t is None:
+            self._close_kick()
+
+    def _kick(self) -> None:
+        with self._lock:  # never write to a closed fd's number (it may name another file by now)
+            if self._kick_w >= 0:
+                try:
+                    os.write(self._kick_w, b"k")
+                except (BlockingIOError, OSError):  # full: a kick is pending anyway
+                    pass
+
+    def _close_kick(self) -> None:
+        with self._lock:
+            fds, self._kick_r, self._kick_w = (self._kick_r, self._kick_w), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
 
     def _loop(self) -> None:
+        try:
+            self._run()
+        finally:
+            self._close_kick()
+
+    def _run(self) -> None:
         sleep = self.min_sleep_s
         while not self._stop:
-            fired = self._poll_once()
-            if fired:
+            if self._poll_once():
                 sleep = self.min_sleep_s
                 continue
             with self._lock:
-                idle = not self._waiting
-            # Nothing registered: sleep until a registration kicks us.
-            self._kick.wait(None if idle else sleep)
-            self._kick.clear()
+                waiters = [w for _, w in self._waiting.values()]
+            if not waiters:
+                self._sleep([], None)  # nothing registered: until a registration kicks us
+                continue
+            if all(w is not None for w in waiters) and self._sleep_on_waiters(waiters):  # type: ignore[arg-type]
+                sleep = self.min_sleep_s
+                continue
+            self._sleep([], sleep)
             sleep = min(sleep * 2, self.max_sleep_s)
+
+    def _sleep_on_waiters(self, waiters: list[Waiter]) -> bool:
+        """Arm every waiter, re-check the probes, sleep on the fds; False if a waiter cannot be slept on."""
+        armed: list[Waiter] = []
+        try:
+            fds = []
+            for w in waiters:
+                armed.append(w)
+                fd = w.arm()
+                if fd is None:
+                    return False
+                fds.append(fd)
+            if self._poll_once():  # published between our last look and the arming: no lost wake-up
+                return True
+            self._sleep(fds, WAITER_TIMEOUT_S)
+            return True
+        finally:
+            for w in armed:
+                w.disarm()
+
+    def _sleep(self, fds: list[int], timeout: float | None) -> None:
+        kick = self._kick_r  # only this thread closes it (at its end)
+        try:
+            select.select([kick, *fds], [], [], timeout)
+        except (OSError, ValueError):  # an fd closed under us (a ring closing at shutdown): look again
+            return
+        try:
+            os.read(kick, 4096)
+        except (BlockingIOError, OSError):
+            pass
 
     def _poll_once(self) -> bool:
         with self._lock:
-            items = list(self._waiting.items())
+            items = [(task, probe) for task, (probe, _) in self._waiting.items()]
         ready = []
         for task, probe in items:
             try:

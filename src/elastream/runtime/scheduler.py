@@ -207,7 +207,7 @@ class Scheduler:
             return
         self._set_blocked(task, WRITE_BLOCKED if wait.write else READ_BLOCKED)
         task.external_wait = True
-        self.poller.register(task, wait.probe)
+        self.poller.register(task, wait.probe, wait.waiter)
 
     def wake_external(self, task: Task) -> None:
         """The poller saw ``task``'s external condition hold."""

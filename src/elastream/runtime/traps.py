@@ -53,11 +53,14 @@ class ExternalWait:
 
     Used for shared-memory rings: the operator is READ_BLOCKED (``write=False``)
     or WRITE_BLOCKED (``write=True``, back-pressure from another process) and the
-    runtime's :class:`~elastream.runtime.poller.ExternalPoller` wakes it.
+    runtime's :class:`~elastream.runtime.poller.ExternalPoller` wakes it. An
+    optional ``waiter`` lets the poller sleep on a file descriptor instead of
+    re-checking on a timer (see :class:`~elastream.runtime.poller.Waiter`).
     """
 
     probe: Callable[[], bool]
     write: bool
+    waiter: Any = None
 
 
 @dataclass(frozen=True, slots=True)

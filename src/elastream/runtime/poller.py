@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import select
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
@@ -121,6 +122,7 @@ class ExternalPoller:
         while not self._stop:
             if self._poll_once():
                 sleep = self.min_sleep_s
+                time.sleep(0)  # hand the GIL to the worker just woken before looking again
                 continue
             with self._lock:
                 waiters = [w for _, w in self._waiting.values()]

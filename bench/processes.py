@@ -6,11 +6,18 @@ TurboStream §V. Pure-Python operators hold the GIL, so only processes add CPU
 parallelism. Reports steady-state throughput (tuples reaching the sink after a
 warm-up that covers process start), the speed-up over P = 1, and the fraction
 of the P-core ideal ``P / (12 × cost)`` — 1,667 tuples/s at P = 2.
+
+Then the latency of a cross-process hop in the engine: a light flow
+``RateLimited(stamped) → map → latency`` at ``--hop-rate`` tuples/s, once in
+one process and once with the middle ``map`` in a second process (two hops,
+there and back); half the p50 difference is one hop (ring write, the
+receiver's wake-up through the ring's wake pipe, both processes' scheduling).
 """
 
 from __future__ import annotations
 
 import argparse
+from time import perf_counter
 from typing import Any
 
 from rich.console import Console
@@ -36,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--queue-size", type=int, default=128, help="Runner max_queue_size")
     parser.add_argument("--batch-size", type=int, default=32, help="Runner batch_size")
     parser.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
-
+    parser.add_argument("--hop-rate", type=float, default=200.0, help="tuples/s of the hop-latency flow")
+    parser.add_argument("--hop-tuples", type=int, default=400, help="tuples of the hop-latency flow (0: skip it)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -57,7 +65,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for r in rows:
         r["speedup_vs_first"] = r["throughput_tuples_per_s"] / base if base else None
     return {"benchmark": "processes", "gil": "hold", "note": GIL_NOTE, "ops": args.ops, "cost_us": args.cost_us,
-            "seconds": args.seconds, "warmup_s": args.warmup, "results": rows, "machine": machine()}
+            "seconds": args.seconds, "warmup_s": args.warmup, "results": rows,
+            "hops": hop_latency(args) if args.hop_tuples > 0 else None, "machine": machine()}
+
+
+def stamp_age_us(stamped: tuple) -> float:
+    """Microseconds since the stamp of a ``RateLimited(stamp=True)`` tuple (one monotonic clock for all processes)."""
+    return (perf_counter() - stamped[0]) * 1e6
+
+
+def _pass(stamped: tuple) -> tuple:
+    return stamped
+
+
+def hop_latency(args: argparse.Namespace) -> dict[str, Any]:
+    """p50 / p99 latency of the light flow in one process and across two (two hops); one hop's p50."""
+    runs = {}
+    for label, placement in (("one process", None), ("two hops", {"src": 0, "hop": 1, "age": 0, "out": 0})):
+        flow = es.Flow("hops")
+        (flow.source(es.ops.RateLimited(range(args.hop_tuples), rate=args.hop_rate, stamp=True), name="src")
+             .map(_pass, name="hop").map(stamp_age_us, name="age").sink(es.ops.Collect(), name="out"))
+        kw = {} if placement is None else {"processes": 2, "placement": placement, "start_method": "forkserver"}
+        ages = sorted(es.Runner(**kw).run(flow, timeout=120).outputs["out"][args.hop_tuples // 10:])  # past start
+        runs[label] = {"p50_us": ages[len(ages) // 2], "p99_us": ages[int(len(ages) * 0.99)], "n": len(ages)}
+    one_hop = (runs["two hops"]["p50_us"] - runs["one process"]["p50_us"]) / 2
+    return {"rate": args.hop_rate, "runs": runs, "one_hop_p50_us": one_hop}
 
 
 def print_report(result: dict[str, Any], console: Console) -> None:
@@ -70,4 +102,10 @@ def print_report(result: dict[str, Any], console: Console) -> None:
                       f"{r['fraction_of_ideal']:.3f}", f"{r['speedup_vs_first']:.2f}",
                       fmt(r["p50_latency_ms"]), fmt(r["p99_latency_ms"]))
     console.print(table)
+    hops = result.get("hops")
+    if hops:
+        one, two = hops["runs"]["one process"], hops["runs"]["two hops"]
+        console.print(f"cross-process hop at {hops['rate']:g} tuples/s: one process p50 {one['p50_us']:.0f} µs "
+                      f"(p99 {one['p99_us']:.0f}), there and back p50 {two['p50_us']:.0f} µs (p99 {two['p99_us']:.0f}): "
+                      f"one hop adds {hops['one_hop_p50_us']:.0f} µs")
     console.print(result["note"])

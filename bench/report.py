@@ -120,8 +120,12 @@ def _processes_md(r: dict[str, Any]) -> str:
     table = _md_table(["processes", "tuples/s", "ideal tuples/s", "fraction of ideal", "speed-up"],
                       [[str(x["processes"]), fmt(x["throughput_tuples_per_s"], 0), fmt(x["ideal_tuples_per_s"], 0),
                         f"{x['fraction_of_ideal']:.3f}", f"{x['speedup_vs_first']:.2f}"] for x in r["results"]])
+    hops = r.get("hops")
+    hop = (f" A cross-process hop in the engine at {hops['rate']:g} tuples/s adds "
+           f"**{hops['one_hop_p50_us']:.0f} µs** at p50 (light flow: {hops['runs']['one process']['p50_us']:.0f} µs "
+           f"in one process, {hops['runs']['two hops']['p50_us']:.0f} µs there and back)." if hops else "")
     return (f"**Worker processes** — `{r['command']}`: chain of {r['ops']} Busy({r['cost_us']:g} µs). "
-            f"{r['note']}\n\n" + table)
+            f"{r['note']}{hop}\n\n" + table)
 
 
 def _ipc_md(r: dict[str, Any]) -> str:

@@ -152,11 +152,14 @@ def test_every_benchmark_module_follows_the_protocol():
 
 def test_bench_processes_json(capsys):
     result = _json_main(capsys, "bench", "processes", "--processes", "1", "2", "--seconds", "2.5", "--warmup",
-                        "1.5", "--cost-us", "20", "--ops", "4", "--json")
+                        "1.5", "--cost-us", "20", "--ops", "4", "--hop-tuples", "60", "--json")
     assert result["benchmark"] == "processes" and result["gil"] == "hold"
     assert [r["processes"] for r in result["results"]] == [1, 2]
     for r in result["results"]:
         assert r["tuples"] > 0 and 0 < r["fraction_of_ideal"]
+    hops = result["hops"]  # the light flow in one process, then there and back across two
+    assert hops["runs"]["one process"]["n"] == hops["runs"]["two hops"]["n"] == 54
+    assert 0 < hops["runs"]["one process"]["p50_us"] and 0 < hops["runs"]["two hops"]["p50_us"]
 
 
 def test_bench_report_quick_rewrites_the_readme_block(capsys, tmp_path):

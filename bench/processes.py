@@ -8,7 +8,7 @@ warm-up that covers process start), the speed-up over P = 1, and the fraction
 of the P-core ideal ``P / (12 × cost)`` — 1,667 tuples/s at P = 2.
 
 Then the latency of a cross-process hop in the engine: a light flow
-``RateLimited(stamped) → map → latency`` at ``--hop-rate`` tuples/s, once in
+``RateLimited(stamped) → map → LatencySink`` at ``--hop-rate`` tuples/s, once in
 one process and once with the middle ``map`` in a second process (two hops,
 there and back); half the p50 difference is one hop (ring write, the
 receiver's wake-up through the ring's wake pipe, both processes' scheduling).
@@ -17,7 +17,6 @@ receiver's wake-up through the ring's wake pipe, both processes' scheduling).
 from __future__ import annotations
 
 import argparse
-from time import perf_counter
 from typing import Any
 
 from rich.console import Console
@@ -25,7 +24,7 @@ from rich.table import Table
 
 import elastream as es
 from elastream.bench._common import fmt, machine
-from elastream.workloads.measure import measure_run
+from elastream.workloads.measure import LatencySink, measure_run, percentile
 from elastream.workloads.topologies import build_topology
 
 GIL_NOTE = ("GIL case: hold — Busy spins in pure Python; threads cannot overlap it, worker processes can "
@@ -69,11 +68,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "hops": hop_latency(args) if args.hop_tuples > 0 else None, "machine": machine()}
 
 
-def stamp_age_us(stamped: tuple) -> float:
-    """Microseconds since the stamp of a ``RateLimited(stamp=True)`` tuple (one monotonic clock for all processes)."""
-    return (perf_counter() - stamped[0]) * 1e6
-
-
 def _pass(stamped: tuple) -> tuple:
     return stamped
 
@@ -81,13 +75,14 @@ def _pass(stamped: tuple) -> tuple:
 def hop_latency(args: argparse.Namespace) -> dict[str, Any]:
     """p50 / p99 latency of the light flow in one process and across two (two hops); one hop's p50."""
     runs = {}
-    for label, placement in (("one process", None), ("two hops", {"src": 0, "hop": 1, "age": 0, "out": 0})):
+    for label, placement in (("one process", None), ("two hops", {"src": 0, "hop": 1, "out": 0})):
         flow = es.Flow("hops")
         (flow.source(es.ops.RateLimited(range(args.hop_tuples), rate=args.hop_rate, stamp=True), name="src")
-             .map(_pass, name="hop").map(stamp_age_us, name="age").sink(es.ops.Collect(), name="out"))
+             .map(_pass, name="hop").sink(LatencySink(stamp_index=0), name="out"))
         kw = {} if placement is None else {"processes": 2, "placement": placement, "start_method": "forkserver"}
-        ages = sorted(es.Runner(**kw).run(flow, timeout=120).outputs["out"][args.hop_tuples // 10:])  # past start
-        runs[label] = {"p50_us": ages[len(ages) // 2], "p99_us": ages[int(len(ages) * 0.99)], "n": len(ages)}
+        samples = es.Runner(**kw).run(flow, timeout=120).outputs["out"]
+        ages = sorted(samples.latencies_s[args.hop_tuples // 10:])  # past the start
+        runs[label] = {"p50_us": 1e6 * percentile(ages, 50), "p99_us": 1e6 * percentile(ages, 99), "n": len(ages)}
     one_hop = (runs["two hops"]["p50_us"] - runs["one process"]["p50_us"]) / 2
     return {"rate": args.hop_rate, "runs": runs, "one_hop_p50_us": one_hop}
 

@@ -210,22 +210,14 @@ class _WindowFold:
                 self._late(state, item, t, start, end)
                 continue
             acc = windows.get(start, _NO_ACC)
-            if acc is _NO_ACC:
-                acc = item if self.initial is None else self.fn(self.initial(), item)
-                if end < state.first_end:
-                    state.first_end = end
-            else:
-                acc = self.fn(acc, item)
-            windows[start] = acc
+            if acc is _NO_ACC and end < state.first_end:  # a new window that ends first
+                state.first_end = end
+            acc = windows[start] = self._fold(acc, item)
             if updated is not None:
                 updated.append(_update(self.key(item), start, end, acc, t))
         if latest is None or t > latest:
             state.latest = t
         return state, closed if updated is None else updated
-
-    def session_step(self, state: WindowState, item: Any) -> tuple[WindowState, list]:
-        """Sessions: fold ``item`` into its key's session; return the session its time closes (or its update)."""
-        return state, self._session_step(state, item, self.time(item))
 
     def end(self, key: Any, state: WindowState) -> list[WindowResult]:
         """Every window still open for ``key``, by start (the stream has ended)."""
@@ -246,24 +238,26 @@ class _WindowFold:
         state.first_end = min(windows) + size if windows else math.inf
         return closed
 
-    def _session_step(self, state: WindowState, item: Any, t: float) -> list[WindowResult]:
+    def session_step(self, state: WindowState, item: Any) -> tuple[WindowState, list]:
+        """Sessions: fold ``item`` into its key's session; return the session its time closes (or its update)."""
+        t = self.time(item)
         gap = self.windows.gap  # type: ignore[union-attr]
         closed: list[WindowResult] = []
         if state.open:
             (start, acc), = state.open.items()
             if t < start:  # before the open session: its own session was emitted, or would have been
                 self._late(state, item, t, start, state.session_end)
-                return closed
+                return state, closed
             if t < state.session_end:
                 acc = state.open[start] = self._fold(acc, item)
                 state.session_end = max(state.session_end, t + gap)
                 state.latest = max(state.latest, t)
-                return [_update(self.key(item), start, state.session_end, acc, t)] if self.updates else closed
+                return state, [_update(self.key(item), start, state.session_end, acc, t)] if self.updates else closed
             closed.append(_result(self.key(item), start, state.session_end, state.open.pop(start)))
         acc = state.open[t] = self._fold(_NO_ACC, item)
         state.session_end = t + gap
         state.latest = t
-        return [_update(self.key(item), t, t + gap, acc, t)] if self.updates else closed
+        return state, [_update(self.key(item), t, t + gap, acc, t)] if self.updates else closed
 
     def _fold(self, acc: Any, item: Any) -> Any:
         if acc is _NO_ACC:

@@ -41,7 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=float, default=2.0, help="seconds excluded at the start (process start)")
     parser.add_argument("--queue-size", type=int, default=128, help="Runner max_queue_size")
     parser.add_argument("--batch-size", type=int, default=32, help="Runner batch_size")
-    parser.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
+    parser.add_argument("--start-method", choices=("forkserver", "spawn"), default="forkserver",
+                        help="how workers start (the Runner's default: forkserver)")
     parser.add_argument("--hop-rate", type=float, default=200.0, help="tuples/s of the hop-latency flow")
     parser.add_argument("--hop-tuples", type=int, default=400, help="tuples of the hop-latency flow (0: skip it)")
 

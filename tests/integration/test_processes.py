@@ -43,6 +43,31 @@ def test_chain_over_two_processes_equals_one_process(threads):
     assert len(result.stats.workers) == 2 * threads
 
 
+def environment_probe() -> es.Flow:
+    flow = es.Flow("probe")
+    (flow.source(range(2), name="src")
+         .map(lambda x: (os.environ.get("ES_PROBE"), os.environ.get("ES_PROBE_GONE")), name="read")
+         .sink(es.ops.Collect(), name="out"))
+    return flow
+
+
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_workers_see_the_environment_of_the_moment_they_start(monkeypatch, start_method):
+    placement = {"src": 0, "read": 1, "out": 0}
+    monkeypatch.setenv("ES_PROBE", "first")
+    monkeypatch.setenv("ES_PROBE_GONE", "here")
+    runner = es.Runner(processes=2, placement=placement, start_method=start_method)
+    assert runner.run(environment_probe(), timeout=60).outputs["out"] == [("first", "here")] * 2
+    # a fork server started by the first run (or earlier) must not hand its own environment on
+    monkeypatch.setenv("ES_PROBE", "second")
+    monkeypatch.delenv("ES_PROBE_GONE")
+    assert runner.run(environment_probe(), timeout=60).outputs["out"] == [("second", None)] * 2
+
+
+def test_workers_fork_from_the_fork_server_by_default():
+    assert es.Runner(processes=2).start_method == "forkserver"
+
+
 def test_auto_placement_and_fan_in_keep_per_stream_order():
     flow = es.Flow("diamond")
     src = flow.source(range(5_000), name="src")

@@ -130,9 +130,16 @@ def receive(conn: Any) -> tuple:
     return cloudpickle.loads(conn.recv_bytes())
 
 
-def child_main(index: int, payload: bytes, conn: Any) -> None:
-    """Run part ``index`` of the flow described by ``payload`` (a cloudpickled ChildSpec)."""
+def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | None = None) -> None:
+    """Run part ``index`` of the flow described by ``payload`` (a cloudpickled ChildSpec).
+
+    ``environ``, when given, is the parent's environment as it was when it started this
+    worker: a worker forked from the fork server would otherwise see the server's, from
+    whenever the first run started it.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if environ is not None:
+        adopt_environment(environ)
     from elastream.processes.spec import build_child_flow
     from elastream.runtime.runner import Runner
 
@@ -177,6 +184,15 @@ def child_main(index: int, payload: bytes, conn: Any) -> None:
                     handle.stats()))
         return
     send(conn, ("done", result.outputs, result.stats, result.shutdown))
+
+
+def adopt_environment(environ: dict[str, str]) -> None:
+    """Make ``os.environ`` equal ``environ`` (before the spec's unpickling imports user modules)."""
+    for name in [n for n in os.environ if n not in environ]:
+        del os.environ[name]
+    for name, value in environ.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 def _wait_for_rings(conn: Any) -> list[tuple] | None:

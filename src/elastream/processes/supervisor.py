@@ -151,11 +151,13 @@ class ProcessRunHandle:
             wanted = worker_modules(payloads)
             _start_fork_server(ctx, list(dict.fromkeys(FORKSERVER_PRELOAD + tuple(preloadable_modules(wanted)))),
                                precompilable_sources(wanted))
+        # A spawned worker inherits this process's environment; a forked one the fork server's.
+        environ = dict(os.environ) if self.runner.start_method == "forkserver" else None
         children = []
         try:
             for spec, payload in zip(specs, payloads):
                 parent_end, child_end = ctx.Pipe(duplex=True)
-                proc = ctx.Process(target=child_main, args=(spec.index, payload, child_end),
+                proc = ctx.Process(target=child_main, args=(spec.index, payload, child_end, environ),
                                    name=f"elastream-proc-{spec.index}", daemon=True)
                 proc.start()
                 child_end.close()

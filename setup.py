@@ -1,10 +1,13 @@
-"""The optional C extension of the shared ring (everything else is in pyproject.toml).
+"""The optional C extensions (everything else is in pyproject.toml).
 
-``elastream.ipc._ringfast`` holds the ring's hot paths; without a C compiler the
-build skips it (``optional=True``) and the ring runs its Python paths.
+``elastream.ipc._ringfast`` holds the ring's hot paths, ``elastream.ordered._splitfast``
+the keyed split's routing loop; without a C compiler the build skips them
+(``optional=True``) and the same code runs in Python.
 """
 
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension("elastream.ipc._ringfast", ["src/elastream/ipc/_ringfast.c"],
+                             extra_compile_args=["-O2"], optional=True),
+                   Extension("elastream.ordered._splitfast", ["src/elastream/ordered/_splitfast.c"],
                              extra_compile_args=["-O2"], optional=True)])

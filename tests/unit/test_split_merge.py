@@ -402,3 +402,48 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
     assert link is rewritten[merge_name("x")].operator.link   # split and merge share process 0, and replica 0
     link.done, link.busy_s = [1000, 1000], [0.01, 0.01]
     assert link.windows() == [int(LOCAL_WINDOW_S * 1e5), int(WINDOW_S * 1e5)]
+
+
+# -- the keyed routing loop: C extension and Python agree -------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from elastream.ordered import split_merge  # noqa: E402
+
+
+def test_the_keyed_routing_runs_in_c_where_the_extension_is_built():
+    assert split_merge._splitfast is not None, "elastream.ordered._splitfast is not built: the split runs in Python"
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(st.one_of(st.integers(-2**70, 2**70), st.text(max_size=3), st.just(-1)), max_size=60),
+       partitions=st.integers(1, 9), replicas=st.integers(1, 4), tracked=st.booleans(), data=st.data())
+def test_the_c_and_python_keyed_routing_agree(keys, partitions, replicas, tracked, data):
+    table = data.draw(st.lists(st.integers(-1, replicas - 1), min_size=partitions, max_size=partitions))
+    items = [(k, i) for i, k in enumerate(keys)]
+    known = data.draw(st.lists(st.sampled_from(keys), max_size=3)) if keys else []
+
+    def state():
+        seen = dict.fromkeys(known)
+        return ([3] * partitions, seen, [[] for _ in range(partitions)]) if tracked else (None, None, None)
+
+    c_state, py_state = state(), state()
+    c = split_merge._splitfast.cut(items, lambda x: x[0], table, partitions, replicas, *c_state)
+    py = split_merge.cut_by_key_python(items, lambda x: x[0], table, partitions, replicas, *py_state)
+    assert c == py
+    assert c_state[0] == py_state[0] and c_state[2] == py_state[2]
+    assert (c_state[1] is None and py_state[1] is None) or list(c_state[1]) == list(py_state[1])
+
+
+def test_the_c_routing_passes_on_a_key_functions_error_and_refuses_a_bad_table():
+    def broken(x):
+        raise KeyError("no key here")
+
+    with pytest.raises(KeyError, match="no key here"):
+        split_merge._splitfast.cut([(1, 2)], broken, [0], 1, 1, None, None, None)
+    with pytest.raises(ValueError, match="out of range"):
+        split_merge._splitfast.cut([(1, 2)], lambda x: x[0], [3], 1, 2, None, None, None)
+    with pytest.raises(ValueError, match="one replica per partition"):
+        split_merge._splitfast.cut([(1, 2)], lambda x: x[0], [0, 0], 3, 1, None, None, None)
+    with pytest.raises(TypeError):
+        split_merge._splitfast.cut([([1], 2)], lambda x: x[0], [0], 1, 1, None, None, None)  # unhashable key

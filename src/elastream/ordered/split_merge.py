@@ -82,6 +82,11 @@ from elastream.ordered.rebalance import (BUSY, HOLD, RESUME, THROTTLE_S, Move, R
                                          keyed_state)
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
+try:
+    from elastream.ordered import _splitfast
+except ImportError:  # built without a C compiler: cut_by_key_python does the same
+    _splitfast = None
+
 #: ``seq`` codes of control messages (data pieces have ``seq >= 0``).
 END_SEQ, STATE_SEQ, EXPORT_SEQ, IMPORT_SEQ = -1, -2, -3, -4
 #: Most tuples the split puts in one batch (one serial number) while the cost per tuple is unknown.
@@ -99,6 +104,54 @@ MERGE_OUTPUT_CAPACITY = 1 << 16
 #: How often (seconds) a split with a link samples its replicas' throughput, and decides on moves.
 CHECK_S = 0.01
 DECIDE_S = 0.2
+
+
+def cut_by_key(items: list, key: Callable[[Any], Any], table: list[int], partitions: int, replicas: int,
+               load: list[int] | None = None, seen: dict | None = None,
+               keys: list[list] | None = None) -> tuple[list[list], list[list[int]], dict[int, tuple[list, list]]]:
+    """Route one batch by key: ``(pieces, offsets, held)``.
+
+    Tuple ``x`` at position ``j`` goes to partition ``p = hash(key(x)) % partitions``
+    and to replica ``table[p]`` (``pieces[r]`` gets ``x``, ``offsets[r]`` gets ``j``);
+    a partition whose entry is negative is moving, and its tuples go to
+    ``held[p] = (offsets, tuples)``. ``load[p]`` counts partition ``p``'s tuples; a
+    key not yet in ``seen`` is added to it and to ``keys[p]``. The loop runs in C
+    (:mod:`elastream.ordered._splitfast`) when the extension is built.
+
+    Example: ``cut_by_key([(1, "a"), (2, "b")], lambda x: x[0], [0, 1], 2, 2)``
+    → ``([[(2, "b")], [(1, "a")]], [[1], [0]], {})``
+    """
+    if _splitfast is not None:
+        return _splitfast.cut(items, key, table, partitions, replicas, load, seen, keys)
+    return cut_by_key_python(items, key, table, partitions, replicas, load, seen, keys)
+
+
+def cut_by_key_python(items: list, key: Callable[[Any], Any], table: list[int], partitions: int, replicas: int,
+                      load: list[int] | None = None, seen: dict | None = None,
+                      keys: list[list] | None = None) -> tuple[list[list], list[list[int]], dict[int, tuple[list, list]]]:
+    """:func:`cut_by_key` in Python (without the C extension, and the reference it is tested against)."""
+    pieces: list[list] = [[] for _ in range(replicas)]
+    offsets: list[list[int]] = [[] for _ in range(replicas)]
+    held: dict[int, tuple[list[int], list]] = {}
+    for j, x in enumerate(items):
+        k = key(x)
+        p = hash(k) % partitions
+        if seen is not None and k not in seen:
+            seen[k] = None
+            keys[p].append(k)  # type: ignore[index]
+        if load is not None:
+            load[p] += 1
+        r = table[p]
+        if r >= 0:
+            pieces[r].append(x)
+            offsets[r].append(j)
+        else:
+            group = held.get(p)
+            if group is None:
+                group = held[p] = ([], [])
+            group[0].append(j)
+            group[1].append(x)
+    return pieces, offsets, held
 
 
 def is_one_to_one(op: Operator) -> bool:
@@ -354,47 +407,14 @@ class OrderedSplit(Operator):
         return [(r, (seq, 1, None, items))]
 
     def _route_by_key(self, seq: int, items: list) -> list[tuple[int, tuple]]:
-        key, table, parts = self.key, self.table, self.partitions
+        """Cut a batch by key into one piece per replica; with ``track_keys`` also record each partition's
+        keys and load, and hold the tuples of moving partitions."""
         n = self.n_outputs
-        if self.track_keys:
-            return self._route_tracked(seq, items)
-        if n == 1:
+        tracked = self.track_keys
+        if n == 1 and not tracked:
             return [(0, (seq, 1, None, items))]
-        pieces: list[list] = [[] for _ in range(n)]
-        offsets: list[list[int]] = [[] for _ in range(n)]
-        for j, x in enumerate(items):
-            r = table[hash(key(x)) % parts]  # type: ignore[misc]
-            pieces[r].append(x)
-            offsets[r].append(j)
-        used = [r for r in range(n) if pieces[r]]
-        if len(used) == 1:
-            return [(used[0], (seq, 1, None, items))]
-        return [(r, (seq, len(used), offsets[r], pieces[r])) for r in used]
-
-    def _route_tracked(self, seq: int, items: list) -> list[tuple[int, tuple]]:
-        """Keyed routing that also records each partition's keys and load, and holds moving partitions."""
-        key, table, parts, load, seen, keys = self.key, self.table, self.partitions, self._load, self._seen, self._keys
-        n = self.n_outputs
-        pieces: list[list] = [[] for _ in range(n)]
-        offsets: list[list[int]] = [[] for _ in range(n)]
-        held: dict[int, tuple[list[int], list]] = {}
-        for j, x in enumerate(items):
-            k = key(x)  # type: ignore[misc]
-            p = hash(k) % parts
-            if k not in seen:
-                seen[k] = None
-                keys[p].append(k)
-            load[p] += 1
-            r = table[p]
-            if r >= 0:
-                pieces[r].append(x)
-                offsets[r].append(j)
-            else:
-                group = held.get(p)
-                if group is None:
-                    group = held[p] = ([], [])
-                group[0].append(j)
-                group[1].append(x)
+        pieces, offsets, held = cut_by_key(items, self.key, self.table, self.partitions, n,  # type: ignore[arg-type]
+                                           *((self._load, self._seen, self._keys) if tracked else ()))
         used = [r for r in range(n) if pieces[r]]
         total = len(used) + len(held)
         for p, (offs, xs) in held.items():

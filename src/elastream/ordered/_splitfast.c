@@ -1,0 +1,240 @@
+/* The keyed split's per-tuple loop in C (elastream.ordered.split_merge, C-Stream §4.2).
+ *
+ * cut(items, key, table, partitions, replicas, load, seen, keys) -> (pieces, offsets, held)
+ *
+ * Tuple x at position j goes to partition p = hash(key(x)) mod partitions (Python's
+ * modulo: never negative) and to replica table[p]: appended to pieces[r], j to
+ * offsets[r]. A partition whose table entry is negative is moving: its tuples go to
+ * held[p] = ([offsets], [tuples]) instead. With ``load`` (a list of ints), each
+ * partition's count of tuples is added to it; with ``seen`` (a dict used as an ordered
+ * set) and ``keys`` (one list per partition), a key not yet in ``seen`` is added to it
+ * and to keys[p]. This is the loop OrderedSplit._cut_by_key runs in Python when the
+ * extension is not built; both must give the same result (tests/unit/test_split_merge.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+static int append_new_list(PyObject *outer)
+{
+    PyObject *inner = PyList_New(0);
+    if (inner == NULL)
+        return -1;
+    int rc = PyList_Append(outer, inner);
+    Py_DECREF(inner);
+    return rc;
+}
+
+static PyObject *new_lists(Py_ssize_t n)
+{
+    PyObject *outer = PyList_New(0);
+    if (outer == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (append_new_list(outer) < 0) {
+            Py_DECREF(outer);
+            return NULL;
+        }
+    }
+    return outer;
+}
+
+/* held[p], created as ([], []) on first use; a borrowed reference. */
+static PyObject *held_group(PyObject *held, Py_ssize_t p)
+{
+    PyObject *pkey = PyLong_FromSsize_t(p);
+    if (pkey == NULL)
+        return NULL;
+    PyObject *group = PyDict_GetItemWithError(held, pkey);
+    if (group == NULL && !PyErr_Occurred()) {
+        PyObject *offs = PyList_New(0), *xs = PyList_New(0);
+        if (offs != NULL && xs != NULL) {
+            group = PyTuple_Pack(2, offs, xs);
+            if (group != NULL) {
+                if (PyDict_SetItem(held, pkey, group) < 0) {
+                    Py_CLEAR(group);
+                } else {
+                    Py_DECREF(group); /* the dict keeps it alive */
+                }
+            }
+        }
+        Py_XDECREF(offs);
+        Py_XDECREF(xs);
+    }
+    Py_DECREF(pkey);
+    return group;
+}
+
+static int note_new_key(PyObject *seen, PyObject *keys, Py_ssize_t p, PyObject *k)
+{
+    int known = PyDict_Contains(seen, k);
+    if (known != 0)
+        return known < 0 ? -1 : 0;
+    if (PyDict_SetItem(seen, k, Py_None) < 0)
+        return -1;
+    return PyList_Append(PyList_GET_ITEM(keys, p), k);
+}
+
+static int add_counts(PyObject *load, const Py_ssize_t *counts, Py_ssize_t partitions)
+{
+    for (Py_ssize_t p = 0; p < partitions; p++) {
+        if (counts[p] == 0)
+            continue;
+        PyObject *old = PyList_GET_ITEM(load, p);
+        PyObject *add = PyLong_FromSsize_t(counts[p]);
+        if (add == NULL)
+            return -1;
+        PyObject *sum = PyNumber_Add(old, add);
+        Py_DECREF(add);
+        if (sum == NULL)
+            return -1;
+        PyList_SetItem(load, p, sum); /* steals sum, releases old */
+    }
+    return 0;
+}
+
+static int route_one(PyObject *x, Py_ssize_t j, PyObject *key, const long *table, Py_ssize_t partitions,
+                     Py_ssize_t *counts, PyObject *seen, PyObject *keys, PyObject *pieces, PyObject *offsets,
+                     PyObject *held)
+{
+    PyObject *k = PyObject_CallOneArg(key, x);
+    if (k == NULL)
+        return -1;
+    Py_hash_t h = PyObject_Hash(k);
+    if (h == -1 && PyErr_Occurred()) {
+        Py_DECREF(k);
+        return -1;
+    }
+    Py_ssize_t p = (Py_ssize_t)(h % (Py_hash_t)partitions);
+    if (p < 0)
+        p += partitions;
+    if (seen != Py_None && note_new_key(seen, keys, p, k) < 0) {
+        Py_DECREF(k);
+        return -1;
+    }
+    Py_DECREF(k);
+    counts[p]++;
+    PyObject *offset = PyLong_FromSsize_t(j);
+    if (offset == NULL)
+        return -1;
+    int rc;
+    long r = table[p];
+    if (r >= 0) {
+        rc = PyList_Append(PyList_GET_ITEM(pieces, r), x);
+        if (rc == 0)
+            rc = PyList_Append(PyList_GET_ITEM(offsets, r), offset);
+    } else {
+        PyObject *group = held_group(held, p);
+        rc = group == NULL ? -1 : PyList_Append(PyTuple_GET_ITEM(group, 0), offset);
+        if (rc == 0)
+            rc = PyList_Append(PyTuple_GET_ITEM(group, 1), x);
+    }
+    Py_DECREF(offset);
+    return rc;
+}
+
+static long *read_table(PyObject *table, Py_ssize_t partitions, Py_ssize_t replicas)
+{
+    if (!PyList_Check(table) || PyList_GET_SIZE(table) != partitions) {
+        PyErr_SetString(PyExc_ValueError, "table must be a list with one replica per partition");
+        return NULL;
+    }
+    long *out = PyMem_New(long, partitions);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t p = 0; p < partitions; p++) {
+        long r = PyLong_AsLong(PyList_GET_ITEM(table, p));
+        if ((r == -1 && PyErr_Occurred()) || r >= replicas) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "table names a replica out of range");
+            PyMem_Free(out);
+            return NULL;
+        }
+        out[p] = r;
+    }
+    return out;
+}
+
+static int check_arguments(PyObject *items, Py_ssize_t partitions, Py_ssize_t replicas, PyObject *load,
+                           PyObject *seen, PyObject *keys)
+{
+    if (!PyList_Check(items)) {
+        PyErr_SetString(PyExc_TypeError, "items must be a list");
+        return -1;
+    }
+    if (partitions < 1 || replicas < 1) {
+        PyErr_SetString(PyExc_ValueError, "partitions and replicas must be >= 1");
+        return -1;
+    }
+    if (load != Py_None && (!PyList_Check(load) || PyList_GET_SIZE(load) != partitions)) {
+        PyErr_SetString(PyExc_ValueError, "load must be None or a list with one count per partition");
+        return -1;
+    }
+    if (seen != Py_None && (!PyDict_Check(seen) || !PyList_Check(keys) || PyList_GET_SIZE(keys) != partitions)) {
+        PyErr_SetString(PyExc_ValueError, "seen must be None or a dict, with keys a list of one list per partition");
+        return -1;
+    }
+    if (seen != Py_None) {
+        for (Py_ssize_t p = 0; p < partitions; p++) {
+            if (!PyList_Check(PyList_GET_ITEM(keys, p))) {
+                PyErr_SetString(PyExc_TypeError, "keys must hold one list per partition");
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static PyObject *cut(PyObject *self, PyObject *args)
+{
+    PyObject *items, *key, *table_list, *load, *seen, *keys;
+    Py_ssize_t partitions, replicas;
+    if (!PyArg_ParseTuple(args, "OOOnnOOO:cut", &items, &key, &table_list, &partitions, &replicas, &load, &seen,
+                          &keys))
+        return NULL;
+    if (check_arguments(items, partitions, replicas, load, seen, keys) < 0)
+        return NULL;
+    long *table = read_table(table_list, partitions, replicas);
+    if (table == NULL)
+        return NULL;
+    Py_ssize_t *counts = PyMem_New(Py_ssize_t, partitions);
+    PyObject *pieces = new_lists(replicas), *offsets = new_lists(replicas), *held = PyDict_New();
+    PyObject *result = NULL;
+    if (counts == NULL || pieces == NULL || offsets == NULL || held == NULL)
+        goto done;
+    memset(counts, 0, sizeof(Py_ssize_t) * partitions);
+    /* items is the split's own list (popped from its port): nothing else resizes it meanwhile. */
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(items); j++) {
+        if (route_one(PyList_GET_ITEM(items, j), j, key, table, partitions, counts, seen, keys, pieces, offsets,
+                      held) < 0)
+            goto done;
+    }
+    if (load != Py_None && add_counts(load, counts, partitions) < 0)
+        goto done;
+    result = PyTuple_Pack(3, pieces, offsets, held);
+done:
+    if (counts == NULL && !PyErr_Occurred())
+        PyErr_NoMemory();
+    PyMem_Free(table);
+    PyMem_Free(counts);
+    Py_XDECREF(pieces);
+    Py_XDECREF(offsets);
+    Py_XDECREF(held);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"cut", cut, METH_VARARGS,
+     "cut(items, key, table, partitions, replicas, load, seen, keys) -> (pieces, offsets, held): "
+     "the keyed split's routing of one batch (see the module comment)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_splitfast", "The keyed split's routing loop in C.", -1,
+                                    methods};
+
+PyMODINIT_FUNC PyInit__splitfast(void)
+{
+    return PyModule_Create(&module);
+}

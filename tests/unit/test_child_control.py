@@ -8,7 +8,8 @@ import threading
 import pytest
 
 from elastream.processes.child import _EndSignal
-from elastream.processes.supervisor import WATCH_S, _slice
+from elastream.processes.supervisor import WATCH_S
+from elastream.runtime.runner import WAIT_CHECK_S, wait_slice
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -34,6 +35,6 @@ def test_end_signal_closes_without_an_end():
 def test_waits_are_sliced_by_the_deadline():
     from time import perf_counter
 
-    assert _slice(None) == WATCH_S
-    assert _slice(perf_counter() - 1.0) == 0.0
-    assert 0.0 < _slice(perf_counter() + 0.1) <= 0.1
+    assert wait_slice(None, WATCH_S) == WATCH_S and wait_slice(None) == WAIT_CHECK_S
+    assert wait_slice(perf_counter() - 1.0) == 0.0
+    assert 0.0 < wait_slice(perf_counter() + 0.1, WATCH_S) <= 0.1

@@ -42,6 +42,7 @@ from elastream.processes.child import FORKSERVER_SETUP_ENV, child_main, receive,
 from elastream.processes.local import LocalPart
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
+from elastream.runtime.runner import wait_slice
 
 
 #: Longest sleep of the supervisor thread and of a waiting caller between looks (Ctrl-C interrupts the
@@ -323,7 +324,7 @@ class ProcessRunHandle:
         """Block until the run ends; raise the first failure."""
         deadline = None if timeout is None else perf_counter() + timeout
         try:
-            while not self._done.wait(_slice(deadline)):
+            while not self._done.wait(wait_slice(deadline, WATCH_S)):
                 if deadline is not None and perf_counter() >= deadline:
                     raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
         except KeyboardInterrupt:
@@ -485,11 +486,6 @@ def _pickled_modules(payload: bytes) -> set[str]:
     except Exception:  # noqa: BLE001 - only a hint for the fork server
         pass
     return names
-
-
-def _slice(deadline: float | None) -> float:
-    """How long to wait before the next look: WATCH_S, or less when ``deadline`` comes first."""
-    return WATCH_S if deadline is None else min(WATCH_S, max(0.0, deadline - perf_counter()))
 
 
 def merge_stats(parts: list[FlowStats | None], elapsed_s: float, threads: int,

@@ -33,6 +33,10 @@ from elastream.runtime.scheduler import Scheduler
 from elastream.runtime.snapshot import take_snapshot
 from elastream.runtime.workers import WorkerPool
 
+#: How often a caller waiting for a run looks whether every worker thread died (an engine fault); the
+#: run's end wakes it at once. Rarely: each look takes the GIL from a computing worker.
+WAIT_CHECK_S = 0.5
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
@@ -92,7 +96,7 @@ class RunHandle:
         """Block until the flow ends; raise OperatorError if an operator failed."""
         deadline = None if timeout is None else perf_counter() + timeout
         try:
-            while not self.sched.finished.wait(0.05):
+            while not self.sched.finished.wait(wait_slice(deadline)):
                 if not any(w.alive for w in self.pool.workers) and not self.sched.finished.is_set():
                     raise ElastreamError("every worker thread exited before the flow finished")
                 if deadline is not None and perf_counter() >= deadline:
@@ -140,6 +144,14 @@ class RunHandle:
     def states(self) -> dict[str, str]:
         """Operator name → scheduling state."""
         return self.sched.snapshot_states()
+
+
+def wait_slice(deadline: float | None, longest: float = WAIT_CHECK_S) -> float:
+    """How long a waiting caller sleeps before its next look: ``longest``, or less when ``deadline`` comes first.
+
+    Example: ``wait_slice(None)`` → 0.5; ``wait_slice(perf_counter() + 0.1)`` → about 0.1.
+    """
+    return longest if deadline is None else min(longest, max(0.0, deadline - perf_counter()))
 
 
 class Runner:

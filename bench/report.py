@@ -153,15 +153,20 @@ def _ipc_md(r: dict[str, Any]) -> str:
 
 
 def _keyed_md(r: dict[str, Any]) -> str:
-    table = _md_table(["configuration", "seconds", "tuples/s", "speed-up vs plain loop"],
-                      [[x["config"], f"{x['seconds']:.3f}", fmt(x["tuples_per_s"], 0),
-                        f"{x['speedup_vs_plain']:.2f}"] for x in r["results"]], left=1)
+    table = _md_table(["configuration", "seconds", "tuples/s", "speed-up vs plain loop", "engine efficiency"],
+                      [[x["config"], f"{x['seconds']:.3f}", fmt(x["tuples_per_s"], 0), f"{x['speedup_vs_plain']:.2f}",
+                        f"{x['engine_efficiency']:.0%}" if x.get("engine_efficiency") is not None else "-"]
+                       for x in r["results"]], left=1)
     ceiling = r.get("two_core_ceiling")
     p2 = next((x for x in r["results"] if x["config"] == "elastream P=2"), None)
     limit = (f" What two cores give this function on this machine in the same run (both pool processes "
              f"burning at once vs one alone, no data): **{ceiling['median']:.2f}×** (median of the "
              f"repetitions, {ceiling['low']:.2f}–{ceiling['high']:.2f}×); elastream P=2 gives "
              f"{p2['speedup_vs_plain'] / ceiling['median']:.0%} of it." if ceiling and p2 else "")
+    if p2 is not None and p2.get("engine_efficiency") is not None:
+        limit += (f" Engine efficiency (the seconds the per-tuple function ran over processes × wall-clock "
+                  f"seconds; the rest is elastream's routing, merging, moving tuples between processes, "
+                  f"scheduling, idle time and the start): {p2['engine_efficiency']:.0%} at P=2.")
     return (f"**Keyed running sum** — `{r['command']}`: {r['tuples']:,} tuples, {r['keys']:,} keys, about "
             f"{r['cost_us']:g} µs of pure Python per tuple, ordered output checked against the plain loop "
             f"(goal: P=2 ≥ {r['goal_speedup_p2']}×). {r['note']}{limit}\n\n" + table)

@@ -26,6 +26,8 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     assert all(r["output_equal"] in (True, None) and r["seconds"] > 0 for r in rows)
     assert rows[3]["placement"]["sum#0"] != rows[3]["placement"]["sum#1"]
     assert rows[0]["speedup_vs_plain"] == 1.0
+    # the share of processes x wall-clock time the per-tuple function's operator (or its replicas) was busy
+    assert all(0.0 < r["engine_efficiency"] <= 1.0 for r in rows[2:]) and "engine_efficiency" not in rows[0]
     ceiling = result["two_core_ceiling"]  # both pool processes burning at once vs one alone
     assert 0.5 < ceiling["median"] < 2.5 and len(ceiling["runs"]) == 1 and ceiling["low"] <= ceiling["high"]
 
@@ -34,7 +36,7 @@ def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):
     assert main(["bench", "keyed", *TINY, "--processes", "2", "--start-method", "spawn"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "P=2 / plain loop" in out and "1.8x goal" in out and "process parallelism" in out
-    assert "two-core ceiling" in out
+    assert "two-core ceiling" in out and "engine efficiency" in out
 
 
 def test_plain_loop_and_flow_agree_on_the_running_sums():
@@ -62,3 +64,11 @@ def test_ceiling_summary_skips_runs_without_a_pair():
 def test_burn_for_counts_calls_in_its_time():
     calls, pid = keyed.burn_for((1, 0.01))
     assert calls >= 100 and calls % 100 == 0 and pid > 0
+
+
+def test_function_busy_counts_the_operator_or_its_replicas_only():
+    from types import SimpleNamespace as NS
+
+    ops = {"sum": NS(busy_s=1.0), "sum#0": NS(busy_s=2.0), "sum#1": NS(busy_s=3.0), "sum#split": NS(busy_s=5.0),
+           "sum#merge": NS(busy_s=7.0), "summary#0": NS(busy_s=11.0), "src": NS(busy_s=13.0)}
+    assert keyed.function_busy_s(NS(operators=ops)) == 6.0

@@ -8,7 +8,7 @@
  * held[p] = ([offsets], [tuples]) instead. With ``load`` (a list of ints), each
  * partition's count of tuples is added to it; with ``seen`` (a dict used as an ordered
  * set) and ``keys`` (one list per partition), a key not yet in ``seen`` is added to it
- * and to keys[p]. This is the loop OrderedSplit._cut_by_key runs in Python when the
+ * and to keys[p]. split_merge.cut_by_key_python is the same loop in Python, run when the
  * extension is not built; both must give the same result (tests/unit/test_split_merge.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -206,8 +206,11 @@ static PyObject *cut(PyObject *self, PyObject *args)
     memset(counts, 0, sizeof(Py_ssize_t) * partitions);
     /* items is the split's own list (popped from its port): nothing else resizes it meanwhile. */
     for (Py_ssize_t j = 0; j < PyList_GET_SIZE(items); j++) {
-        if (route_one(PyList_GET_ITEM(items, j), j, key, table, partitions, counts, seen, keys, pieces, offsets,
-                      held) < 0)
+        PyObject *x = PyList_GET_ITEM(items, j);
+        Py_INCREF(x); /* the key function is user code: x must outlive it whatever it does */
+        int rc = route_one(x, j, key, table, partitions, counts, seen, keys, pieces, offsets, held);
+        Py_DECREF(x);
+        if (rc < 0)
             goto done;
     }
     if (load != Py_None && add_counts(load, counts, partitions) < 0)

@@ -92,3 +92,17 @@ def test_the_periodic_call_runs_between_activations_and_while_idle():
     handle.wait(10)
     assert len(calls) >= 5  # ~0.3 s with the one worker idle: it woke for the call
     assert all(b > a for a, b in zip(calls, calls[1:]))
+
+
+def test_a_hook_added_while_running_starts_the_monitor_thread():
+    handle = es.Runner(stats_period_ms=20).start(paced_flow(0.6))
+    ticks: list[int] = []
+    try:
+        time.sleep(0.05)
+        assert monitor_threads() == []
+        handle.monitor.add_hook(lambda: ticks.append(1))
+        assert wait_until(lambda: len(ticks) >= 3, 2.0)
+        assert handle.stats().operators["out"].read_rate > 0.0  # still sampled by the workers
+    finally:
+        handle.wait(10)
+    assert monitor_threads() == []

@@ -35,16 +35,22 @@ class Monitor:
         self._stop = threading.Event()
         self._last: dict[str, tuple[float, int, int]] = {}
         self._thread = threading.Thread(target=self._loop, name="elastream-monitor", daemon=True)
+        self._started = False
+        self._sampled_by_workers = False
 
     def add_hook(self, fn: Callable[[], None]) -> None:
-        """Call ``fn()`` every period (from the monitor thread)."""
+        """Call ``fn()`` every period (from the monitor thread, started now if the run is already on)."""
         self._hooks.append(fn)
+        if self._started and not self._thread.is_alive() and not self._stop.is_set():
+            self._thread.start()
 
     def start(self) -> None:
         """Start sampling: on the monitor thread when there are hooks, else from the workers."""
+        self._started = True
         if self._hooks:
             self._thread.start()
         else:
+            self._sampled_by_workers = True
             self.sched.set_periodic(self.period_s, self._sample_at)
 
     def stop(self) -> None:
@@ -59,7 +65,8 @@ class Monitor:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):
-            self.sample_rates()
+            if not self._sampled_by_workers:
+                self.sample_rates()
             for hook in self._hooks:
                 hook()
 

@@ -106,3 +106,25 @@ def test_a_hook_added_while_running_starts_the_monitor_thread():
     finally:
         handle.wait(10)
     assert monitor_threads() == []
+
+
+def test_idle_workers_do_not_wake_for_the_periodic_call_while_one_is_busy():
+    started = threading.Event()
+
+    def slow(x):
+        started.set()
+        time.sleep(0.4)  # one long activation (the GIL released): the other two workers idle meanwhile
+        return x
+
+    flow = es.Flow("busy")
+    flow.source([1], name="src").map(slow, name="slow").sink(es.ops.Collect(), name="out")
+    handle = es.Runner(threads=3, stats_period_ms=100_000).start(flow)
+    calls: list[float] = []
+    handle.sched.set_periodic(0.02, calls.append)
+    assert started.wait(5)
+    time.sleep(0.05)
+    during = len(calls)
+    time.sleep(0.25)
+    # an idle worker keeping the call while another computes would have made ~12 calls by now
+    assert len(calls) - during <= 1
+    handle.wait(10)

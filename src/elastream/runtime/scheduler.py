@@ -56,6 +56,8 @@ class Scheduler:
         self._periodic: Callable[[float], None] | None = None
         self._periodic_s = 0.0
         self._next_periodic = float("inf")
+        self._periodic_keeper: Worker | None = None
+        self.busy_workers = 0
         self.live = len(tasks)
         self.idle_workers = 0
         self.shutdown_requested = False
@@ -83,6 +85,7 @@ class Scheduler:
         because several workers may share one task (dynamic allotment).
         """
         with self.lock:
+            self.busy_workers -= 1
             task.busy_s += busy_s
             task.cpu_s += cpu_s
             task.activations += 1
@@ -129,14 +132,22 @@ class Scheduler:
                     task.peak_workers = task.workers
                 if task.shared and task.shareable():
                     ready[task] = None            # room for one more worker: stay eligible (§2.2)
+                self.busy_workers += 1
                 return task
-            wake = min(self._timers[0][0] if self._timers else perf_counter() + 1.0, self._next_periodic)
-            timeout = max(0.0, wake - perf_counter())
+            wake = self._timers[0][0] if self._timers else perf_counter() + 1.0
+            # The periodic call wakes one idle worker, and only while no worker is busy (a busy one makes
+            # the call at its next dispatch): each wake-up would take the GIL from a computing worker.
+            keeps_periodic = self._periodic_keeper is None and self.busy_workers == 0
+            if keeps_periodic:
+                self._periodic_keeper = worker
+                wake = min(wake, self._next_periodic)
             self.idle_workers += 1
             t0 = perf_counter()
-            self.cond.wait(timeout)
+            self.cond.wait(max(0.0, wake - perf_counter()))
             worker.idle_s += perf_counter() - t0
             self.idle_workers -= 1
+            if keeps_periodic:
+                self._periodic_keeper = None
 
     def _apply(self, task: Task, outcome: Outcome) -> None:
         if outcome is PREEMPT or outcome is LEAVE:
@@ -229,7 +240,9 @@ class Scheduler:
         Under the scheduler's lock, so ``fn`` must be short and must not call back into the
         scheduler. Work that would otherwise need a thread of its own waking every period
         (each wake-up takes the GIL from a computing worker: ~1 ms lost to the hand-over on
-        the 2-vCPU VM) runs where the GIL already is. Idle workers wake for it too.
+        the 2-vCPU VM) runs where the GIL already is. When every worker is idle, one of them
+        wakes for it; while one is busy, that one makes the call at its next dispatch (after
+        at most its quantum).
         """
         with self.lock:
             self._periodic, self._periodic_s = fn, period_s

@@ -47,15 +47,16 @@ def test_a_policy_that_wants_ticks_gets_them_from_the_monitor_thread():
 
 
 class Nap(es.Operator):
-    """A source that emits ``burst`` tuples in ten steps 10 ms apart, sleeps (its worker idle meanwhile), ends."""
+    """A source that emits ``burst`` tuples in ``steps`` steps 10 ms apart, sleeps (its worker idle meanwhile),
+    then ends."""
 
-    def __init__(self, burst: int, nap_s: float):
+    def __init__(self, burst: int, nap_s: float, steps: int = 10):
         super().__init__(inputs=0, outputs=1)
-        self.burst, self.nap_s = burst, nap_s
+        self.burst, self.nap_s, self.steps = burst, nap_s, steps
 
     async def process(self, ctx) -> None:
-        step = self.burst // 10
-        for i in range(10):
+        step = self.burst // self.steps
+        for i in range(self.steps):
             await ctx.outputs[0].push_many(list(range(i * step, (i + 1) * step)))
             await ctx.sleep(0.01)
         await ctx.sleep(self.nap_s)
@@ -72,7 +73,7 @@ def wait_until(condition, seconds: float) -> bool:
 
 def test_an_idle_worker_wakes_for_the_periodic_sampling():
     flow = es.Flow("naps")
-    flow.source(Nap(1_000, 1.0), name="src").sink(es.ops.Collect(), name="out")
+    flow.source(Nap(1_000, 1.0, steps=50), name="src").sink(es.ops.Collect(), name="out")  # a 0.5 s burst
     handle = es.Runner(stats_period_ms=20).start(flow)
     rate = lambda: handle.stats().operators["out"].read_rate  # noqa: E731
     assert wait_until(lambda: rate() > 0.0, 2.0)  # sampled during the burst
@@ -113,7 +114,7 @@ def test_idle_workers_do_not_wake_for_the_periodic_call_while_one_is_busy():
 
     def slow(x):
         started.set()
-        time.sleep(0.4)  # one long activation (the GIL released): the other two workers idle meanwhile
+        time.sleep(1.0)  # one long activation (the GIL released): the other two workers idle meanwhile
         return x
 
     flow = es.Flow("busy")

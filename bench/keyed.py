@@ -256,9 +256,8 @@ def _one_round(data: list, rounds: int, args: argparse.Namespace, best: dict[str
         seconds, outputs, placement, efficiency = run_elastream(data, rounds, p, args)
         if outputs != reference:
             raise AssertionError(f"elastream with {p} processes produced different output than the plain loop")
-        if seconds < best.get(f"p{p}", float("inf")):
-            best[f"efficiency{p}"] = efficiency
-        _keep_best(best, f"p{p}", seconds)
+        if _keep_best(best, f"p{p}", seconds):
+            best[f"efficiency{p}"] = efficiency  # of the run whose time is kept
         placements[f"p{p}"] = placement
     return reference
 
@@ -357,8 +356,12 @@ def _machine() -> dict[str, Any]:
     return machine()
 
 
-def _keep_best(best: dict[str, float], key: str, seconds: float) -> None:
-    best[key] = min(seconds, best.get(key, seconds))
+def _keep_best(best: dict[str, float], key: str, seconds: float) -> bool:
+    """Keep ``seconds`` as ``best[key]`` if it is the best so far; True when it is."""
+    if seconds < best.get(key, float("inf")):
+        best[key] = seconds
+        return True
+    return False
 
 
 def _warm_fork_server(args: argparse.Namespace) -> float:

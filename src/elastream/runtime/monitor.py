@@ -35,18 +35,16 @@ class Monitor:
         self._stop = threading.Event()
         self._last: dict[str, tuple[float, int, int]] = {}
         self._thread = threading.Thread(target=self._loop, name="elastream-monitor", daemon=True)
-        self._started = False
         self._sampled_by_workers = False
 
     def add_hook(self, fn: Callable[[], None]) -> None:
         """Call ``fn()`` every period (from the monitor thread, started now if the run is already on)."""
         self._hooks.append(fn)
-        if self._started and not self._thread.is_alive() and not self._stop.is_set():
+        if self._sampled_by_workers and not self._thread.is_alive() and not self._stop.is_set():
             self._thread.start()
 
     def start(self) -> None:
         """Start sampling: on the monitor thread when there are hooks, else from the workers."""
-        self._started = True
         if self._hooks:
             self._thread.start()
         else:

@@ -114,13 +114,14 @@ class Scheduler:
         while True:
             if worker.retiring or self.finished.is_set():
                 return None
+            now = perf_counter()
             if self._timers:
-                self._fire_timers(perf_counter())
-            if self._next_periodic <= perf_counter():
-                self._run_periodic()
+                self._fire_timers(now)
+            if self._next_periodic <= now:
+                self._run_periodic(now)
             ready = self.ready
             if ready:
-                task = self.policy.pick(ready.keys(), perf_counter()) if len(ready) > 1 else next(iter(ready))
+                task = self.policy.pick(ready.keys(), now) if len(ready) > 1 else next(iter(ready))
                 del ready[task]
                 if task.state is RUNNING:         # joining the workers of a shared task
                     if not task.shareable():
@@ -134,7 +135,7 @@ class Scheduler:
                     ready[task] = None            # room for one more worker: stay eligible (§2.2)
                 self.busy_workers += 1
                 return task
-            wake = self._timers[0][0] if self._timers else perf_counter() + 1.0
+            wake = self._timers[0][0] if self._timers else now + 1.0
             # The periodic call wakes one idle worker, and only while no worker is busy (a busy one makes
             # the call at its next dispatch): each wake-up would take the GIL from a computing worker.
             keeps_periodic = self._periodic_keeper is None and self.busy_workers == 0
@@ -143,7 +144,7 @@ class Scheduler:
                 wake = min(wake, self._next_periodic)
             self.idle_workers += 1
             t0 = perf_counter()
-            self.cond.wait(max(0.0, wake - perf_counter()))
+            self.cond.wait(max(0.0, wake - t0))
             worker.idle_s += perf_counter() - t0
             self.idle_workers -= 1
             if keeps_periodic:
@@ -250,8 +251,7 @@ class Scheduler:
             if self.idle_workers:
                 self.cond.notify()  # an idle worker must recompute its wait timeout
 
-    def _run_periodic(self) -> None:
-        now = perf_counter()
+    def _run_periodic(self, now: float) -> None:
         self._next_periodic = now + self._periodic_s
         self._periodic(now)  # type: ignore[misc]
 

@@ -27,6 +27,7 @@ from elastream.metrics.stats import FlowStats
 from elastream.ordered.partitioning import PARTITIONING_SCHEMES
 from elastream.ordered.reorder import REORDER_SCHEMES
 from elastream.policies.registry import create as create_policy
+from elastream.runtime import gc_tuning
 from elastream.runtime.compile import compile_flow
 from elastream.runtime.monitor import Monitor
 from elastream.runtime.scheduler import Scheduler
@@ -69,10 +70,12 @@ class RunHandle:
         self._ended: float | None = None
         self._result: RunResult | None = None
         self._explicit_shutdown = False
+        self._gc_relaxed = False
         self._lock = threading.Lock()
 
     def _start(self) -> None:
         self._started = perf_counter()
+        self._gc_relaxed = gc_tuning.relax(self.runner.gc_threshold)
         self.pool.start(self.runner.threads)
         self.monitor.start()
 
@@ -113,6 +116,9 @@ class RunHandle:
             if self._result is None:
                 self.sched.wake_all()
                 self.pool.join(join_timeout)
+                if self._gc_relaxed:
+                    gc_tuning.restore()
+                    self._gc_relaxed = False
                 self.monitor.stop()
                 self.sched.poller.stop()
                 self._ended = perf_counter()
@@ -169,6 +175,10 @@ class Runner:
     them from a server that has imported the engine once (a worker is ready in
     ~10-20 ms, and sees the environment of the moment it starts, as with
     spawn); ``"spawn"`` starts a fresh interpreter per worker (~0.3-0.5 s).
+    ``gc_threshold`` is the garbage collector's young-generation threshold while
+    a run is on, in this process and in the worker processes (CPython's default
+    700 makes a stream walk its in-flight tuples again every few hundred
+    allocations; see :mod:`elastream.runtime.gc_tuning`); None leaves it alone.
     """
 
     def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run",
@@ -176,7 +186,7 @@ class Runner:
                  batch_size: int = 256, seed: int | None = None, stats_period_ms: float = 100.0,
                  shutdown_grace_s: float = 1.0, placement: Any = "auto", start_method: str = "forkserver",
                  ring_bytes: int = 4 << 20, reorder: str = "nonblocking", partitioning: str = "hybrid",
-                 replicas: Any = None):
+                 replicas: Any = None, gc_threshold: int | None = gc_tuning.RUN_THRESHOLD):
         if threads < 1:
             raise ValueError("threads must be >= 1")
         if max_queue_size < 1:
@@ -194,6 +204,8 @@ class Runner:
                              f"choose one of {', '.join(PARTITIONING_SCHEMES)}")
         if not (replicas is None or replicas == "auto" or isinstance(replicas, dict)):
             raise ValueError(f"replicas must be None, 'auto' or {{operator: count}}, got {replicas!r}")
+        if gc_threshold is not None and gc_threshold < 1:
+            raise ValueError("gc_threshold must be >= 1 (or None to leave the collector alone)")
         if elastic:
             raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
         self.threads = threads
@@ -213,6 +225,7 @@ class Runner:
         self.partitioning = partitioning
         #: Operators run as ordered split → replicas → merge (C-Stream §4.2): {name: count} or "auto".
         self.replicas = replicas
+        self.gc_threshold = gc_threshold
         create_policy(policy, seed=seed)  # fail fast on an unknown name
 
     def child_options(self) -> dict[str, Any]:
@@ -220,7 +233,7 @@ class Runner:
         return {"threads": self.threads, "policy": self.policy, "max_queue_size": self.max_queue_size,
                 "quantum_ms": self.quantum_ms, "batch_size": self.batch_size, "seed": self.seed,
                 "stats_period_ms": self.stats_period_ms, "shutdown_grace_s": self.shutdown_grace_s,
-                "reorder": self.reorder, "partitioning": self.partitioning}
+                "reorder": self.reorder, "partitioning": self.partitioning, "gc_threshold": self.gc_threshold}
 
     def assignment(self, flow: Flow) -> dict[str, int]:
         """Operator name → worker process, from ``placement``.

@@ -1,0 +1,73 @@
+"""The young-generation GC threshold while flows run (elastream.runtime.gc_tuning)."""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+import elastream as es
+from elastream.runtime import gc_tuning
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(autouse=True)
+def default_thresholds():
+    before = gc.get_threshold()
+    gc.set_threshold(700, 10, 10)
+    yield
+    gc.set_threshold(*before)
+
+
+def test_relax_raises_only_the_young_threshold_and_restore_gives_it_back():
+    assert gc_tuning.relax(5_000) is True
+    assert gc.get_threshold() == (5_000, 10, 10)
+    gc_tuning.restore()
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_the_last_of_overlapping_runs_restores_what_the_first_found():
+    assert gc_tuning.relax(5_000)
+    assert gc_tuning.relax(9_000)  # a second run joins: the first one's value stays
+    assert gc.get_threshold()[0] == 5_000
+    gc_tuning.restore()
+    assert gc.get_threshold()[0] == 5_000
+    gc_tuning.restore()
+    assert gc.get_threshold() == (700, 10, 10)
+    gc_tuning.restore()  # one too many: harmless
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_none_or_a_lower_threshold_leaves_the_collector_alone():
+    assert gc_tuning.relax(None) is False
+    assert gc_tuning.relax(500) is False
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def threshold_probe() -> es.Flow:
+    flow = es.Flow("gc-probe")
+    (flow.source(range(3), name="src")
+         .map(lambda x: gc.get_threshold()[0], name="read")
+         .sink(es.ops.Collect(), name="out"))
+    return flow
+
+
+@pytest.mark.parametrize("setting, seen", [(12_345, 12_345), (None, 700)])
+def test_a_run_holds_the_threshold_while_it_runs_and_restores_it(setting, seen):
+    result = es.Runner(gc_threshold=setting).run(threshold_probe(), timeout=30)
+    assert result.outputs["out"] == [seen] * 3
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+@pytest.mark.slow
+def test_worker_processes_run_with_the_runners_threshold():
+    placement = {"src": 0, "read": 1, "out": 0}
+    result = es.Runner(processes=2, placement=placement, gc_threshold=23_456).run(threshold_probe(), timeout=60)
+    assert result.outputs["out"] == [23_456] * 3
+    assert gc.get_threshold() == (700, 10, 10)
+
+
+def test_a_threshold_below_one_is_refused():
+    with pytest.raises(ValueError, match="gc_threshold"):
+        es.Runner(gc_threshold=0)

@@ -432,7 +432,10 @@ class OrderedReplica(Operator):
     """One replica of a stateless or partitioned function operator, behind an :class:`OrderedSplit`.
 
     Takes one piece at a time (so its quantum is respected even when the
-    operator is slow) and returns the outputs tagged with the piece's serial
+    operator is slow), gives way after each one to the operators of its
+    process that wait (the split, the merge, the ring proxies: a local
+    replica holding the worker for a whole quantum would leave the others
+    without input, or their outputs uncounted), and returns the outputs tagged with the piece's serial
     number and offsets. Each replica owns its own copy of the operator; it
     hands over or takes in a partition's per-key state when the split asks.
     """
@@ -463,6 +466,7 @@ class OrderedReplica(Operator):
             msg = port.pop()
             if msg[0] >= 0:
                 await out.push(self.run_piece(msg))
+                await ctx.give_way()  # pieces are long: the split, the merge and the proxies must not wait a quantum
             elif msg[0] == EXPORT_SEQ:
                 await out.push(self.export_partition(msg[1], msg[2]))
             else:

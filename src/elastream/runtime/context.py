@@ -142,13 +142,14 @@ class Context:
 
     @property
     def others_ready(self) -> bool:
-        """True while other operators of this process wait for a worker (the process is busy).
+        """True while other operators of this process wait for a worker (the process is busy):
+        ready ones, and sleeping ones whose timer is due.
 
         A hint, read without the scheduler's lock: an operator that would wait for something
         outside the process can then nap on a timer, served between two activations, instead
         of having a thread woken for it.
         """
-        return bool(self._task.sched.ready)
+        return self._task.sched.work_waiting()
 
     def _resolve(self, spec: Mapping[Any, int]) -> tuple[tuple[PortBuffer, int], ...]:
         out = []
@@ -227,6 +228,16 @@ class Context:
     async def yield_now(self) -> None:
         """Give other operators a turn if this one's quantum is used up."""
         if perf_counter() >= self._task.deadline:
+            await suspend(PREEMPT)
+
+    async def give_way(self) -> None:
+        """Let the operators of this process that wait for a worker run first; this one is ready again at once.
+
+        For an operator whose units of work are long (milliseconds each): between two of
+        them, so that it does not keep the worker for its whole quantum while others — the
+        ones that feed it, or carry its results away — wait. Free when nothing waits.
+        """
+        if self._task.sched.work_waiting():
             await suspend(PREEMPT)
 
     def count_malformed(self, n: int = 1) -> None:

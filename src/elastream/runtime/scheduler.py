@@ -235,6 +235,20 @@ class Scheduler:
                 task.external_wait = False
                 self._make_ready(task)
 
+    def work_waiting(self) -> bool:
+        """True when an operator waits for a worker: one is ready, or its timer is due.
+
+        A hint, read without the lock (a heap's head is read atomically under the GIL): a due
+        timer moves its operator to ``ready`` only at the next look for work, so both count.
+        """
+        if self.ready:
+            return True
+        timers = self._timers
+        try:
+            return bool(timers) and timers[0][0] <= perf_counter()
+        except IndexError:  # emptied by another worker between the two reads
+            return False
+
     def set_periodic(self, period_s: float, fn: Callable[[float], None]) -> None:
         """Call ``fn(now)`` about every ``period_s`` from a worker thread, between two activations.
 

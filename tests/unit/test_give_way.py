@@ -63,3 +63,16 @@ def test_a_due_timer_runs_between_two_units_of_an_operator_that_gives_way():
 
 def test_without_giving_way_the_operator_keeps_its_worker_for_its_quantum():
     assert run(give_way=False)[-1] == "napper"
+
+
+def test_with_an_idle_worker_at_hand_nobody_gives_way():
+    events: list[str] = []
+    flow = es.Flow("give-way-2")
+    units = flow.source(Units(events, 5, True), name="units")
+    napper = flow.source(Napper(events), name="napper")
+    units.union(napper).sink(es.ops.Collect(), name="out")
+    result = es.Runner(threads=2, quantum_ms=10_000).run(flow, timeout=20)
+    # The second worker served the others (giving way after each push would make ~5 activations; a second
+    # one is possible only if the idle worker wakes between the two unlocked reads of work_waiting).
+    assert result.stats.operators["units"].activations <= 2
+    assert sorted(result.outputs["out"]) == [-1, 0, 1, 2, 3, 4]

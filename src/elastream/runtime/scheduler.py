@@ -236,11 +236,14 @@ class Scheduler:
                 self._make_ready(task)
 
     def work_waiting(self) -> bool:
-        """True when an operator waits for a worker: one is ready, or its timer is due.
+        """True when an operator waits for a worker: one is ready, or its timer is due, and no worker is idle.
 
         A hint, read without the lock (a heap's head is read atomically under the GIL): a due
-        timer moves its operator to ``ready`` only at the next look for work, so both count.
+        timer moves its operator to ``ready`` only at the next look for work, so both count;
+        an idle worker takes either at once.
         """
+        if self.idle_workers:
+            return False
         if self.ready:
             return True
         timers = self._timers

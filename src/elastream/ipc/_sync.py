@@ -282,9 +282,26 @@ class Futex:
 
 
 # -- process liveness --------------------------------------------------------------------------
+_own_identity: tuple[int, int] | None = None
+
+
 def process_identity(pid: int | None = None) -> tuple[int, int]:
-    """``(pid, start_ticks)`` of a process (default: this one); start is 0 where ``/proc`` is missing."""
-    pid = os.getpid() if pid is None else pid
+    """``(pid, start_ticks)`` of a process (default: this one); start is 0 where ``/proc`` is missing.
+
+    This process's own is read once per pid (a forked child has a new one): reading
+    ``/proc`` costs ~1 ms on the VM, once per ring a run creates or attaches.
+    """
+    global _own_identity
+    me = os.getpid()
+    if pid is None or pid == me:
+        own = _own_identity
+        if own is None or own[0] != me:
+            own = _own_identity = _read_identity(me)
+        return own
+    return _read_identity(pid)
+
+
+def _read_identity(pid: int) -> tuple[int, int]:
     stat = _proc_stat(pid)
     return pid, (int(stat[19]) if stat is not None else 0)
 

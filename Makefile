@@ -20,7 +20,7 @@ setup: $(STAMP)
 	         "as root); the Spark parts of elastream will fail without it" >&2; \
 	  fi; }
 
-$(STAMP): pyproject.toml setup.py src/elastream/ipc/_ringfast.c
+$(STAMP): pyproject.toml setup.py $(wildcard src/elastream/*/*.c)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test,plot,profile]'

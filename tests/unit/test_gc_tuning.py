@@ -71,3 +71,56 @@ def test_worker_processes_run_with_the_runners_threshold():
 def test_a_threshold_below_one_is_refused():
     with pytest.raises(ValueError, match="gc_threshold"):
         es.Runner(gc_threshold=0)
+
+
+def fresh(i: int) -> list:
+    """Tuples built at run time (constants in code are untracked already)."""
+    return [(i, "a"), (i, [3]), ((i, 2), 3.0), (((i,),),), [i], (None, b"x", i), ({},), ((((i,),),),)]
+
+
+needs_extension = pytest.mark.skipif(gc_tuning._untrack_atomic is None, reason="built without the C extension")
+
+
+@needs_extension
+def test_tuples_of_atomic_values_are_untracked_and_others_left_alone():
+    items = fresh(5)
+    assert all(gc.is_tracked(x) for x in items)
+    assert gc_tuning.untrack_atomic(items) == 7  # 1 + 2 (nested) + 3 (nested twice) + 1
+    assert [gc.is_tracked(x) for x in items] == [False, True, False, False, True, False, True, True]
+    assert items == fresh(5)  # values untouched
+    assert gc_tuning.untrack_atomic(items) == 0  # nothing left to do
+
+
+@needs_extension
+def test_untracked_results_still_die_and_cycles_through_kept_containers_are_collected():
+    import weakref
+
+    class Box:
+        pass
+
+    box = Box()
+    kept = [(1, 2), (box, 3)]
+    gc_tuning.untrack_atomic(kept)
+    assert gc.is_tracked(kept[1])  # holds an instance: may be part of a cycle
+    box.me = kept  # a cycle through the list and the tuple
+    ref = weakref.ref(box)
+    del box, kept
+    gc.collect()
+    assert ref() is None
+
+
+def test_untrack_atomic_refuses_anything_but_a_list():
+    if gc_tuning._untrack_atomic is None:
+        assert gc_tuning.untrack_atomic([(1, 2)]) == 0
+        return
+    with pytest.raises(TypeError, match="list"):
+        gc_tuning.untrack_atomic((1, 2))  # type: ignore[arg-type]
+
+
+@needs_extension
+def test_collect_keeps_its_results_untracked():
+    flow = es.Flow("kept")
+    flow.source(range(1_000), name="src").map(lambda x: (x, str(x)), name="pair").sink(es.ops.Collect(), name="out")
+    out = es.Runner().run(flow, timeout=30).outputs["out"]
+    assert out == [(x, str(x)) for x in range(1_000)]
+    assert not any(gc.is_tracked(t) for t in out)

@@ -6,10 +6,16 @@ from collections.abc import Callable
 from typing import Any
 
 from elastream.operators.base import FunctionOperator
+from elastream.runtime.gc_tuning import untrack_atomic
 
 
 class Collect(FunctionOperator):
-    """Gather every tuple into a list: ``result.outputs[name]``, in arrival order."""
+    """Gather every tuple into a list: ``result.outputs[name]``, in arrival order.
+
+    Kept tuples of atomic values are untracked from the cycle collector as they
+    arrive (:func:`~elastream.runtime.gc_tuning.untrack_atomic`), so that the
+    collections during the run do not walk the growing result.
+    """
 
     kind = "sink"
 
@@ -21,6 +27,7 @@ class Collect(FunctionOperator):
         self.items = []
 
     def on_batch(self, items: list, port: int) -> None:
+        untrack_atomic(items)
         self.items.extend(items)
 
     def result(self) -> list[Any]:

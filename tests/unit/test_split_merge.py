@@ -167,7 +167,7 @@ def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
     routed = split._route_by_key(0, [0, 1, 2, 3, 4, 5])
     assert sorted(r for r, _ in routed) == [0, 1]
     for r, (_, parts, offsets, items) in routed:
-        assert parts == 2 and all(split.table[k % 4] == r for k in items) and offsets == items
+        assert parts == 2 and all(split.table[k % 4] == r for k in items) and list(offsets) == items
     rr = OrderedSplit(3)
     assert [rr._route_stateless(s, ["t"])[0][0] for s in range(4)] == [0, 1, 2, 0]
     with pytest.raises(NotImplementedError):
@@ -447,3 +447,43 @@ def test_the_c_routing_passes_on_a_key_functions_error_and_refuses_a_bad_table()
         split_merge._splitfast.cut([(1, 2)], lambda x: x[0], [0, 0], 3, 1, None, None, None)
     with pytest.raises(TypeError):
         split_merge._splitfast.cut([([1], 2)], lambda x: x[0], [0], 1, 1, None, None, None)  # unhashable key
+
+
+@settings(max_examples=100, deadline=None)
+@given(data=st.data(), size=st.integers(0, 40), as_list=st.booleans())
+def test_the_c_and_python_reassembly_agree(data, size, as_list):
+    from array import array
+
+    order = data.draw(st.permutations(range(size)))
+    taken = order[:data.draw(st.integers(0, size))]
+    offsets = list(taken) if as_list else array("i", taken)
+    outputs = [("out", j) for j in taken]
+    c_slots, py_slots = [None] * size, [None] * size
+    split_merge._splitfast.place(c_slots, offsets, outputs)
+    split_merge.place_python(py_slots, offsets, outputs)
+    assert c_slots == py_slots
+    assert [c_slots[j] for j in taken] == outputs
+
+
+def test_the_c_reassembly_refuses_offsets_that_do_not_fit():
+    from array import array
+
+    slots = [None] * 2
+    with pytest.raises(IndexError, match="outside the batch"):
+        split_merge._splitfast.place(slots, array("i", [2]), ["x"])
+    with pytest.raises(IndexError, match="outside the batch"):
+        split_merge._splitfast.place(slots, [-1], ["x"])
+    with pytest.raises(ValueError, match="one offset per output"):
+        split_merge._splitfast.place(slots, array("i", [0, 1]), ["x"])
+    with pytest.raises(ValueError, match="array\\('i'\\)"):
+        split_merge._splitfast.place(slots, array("q", [0]), ["x"])
+    assert slots == [None, None]
+
+
+def test_pieces_carry_their_offsets_as_int_arrays_across_processes():
+    import pickle
+    from array import array
+
+    pieces, offsets, _ = split_merge.cut_by_key(list(range(1_000)), lambda x: x, [0, 1], 2, 2)
+    assert all(type(o) is array and o.typecode == "i" for o in offsets)
+    assert pickle.loads(pickle.dumps(offsets[1])) == array("i", range(1, 1_000, 2))

@@ -5,14 +5,22 @@
  * Tuple x at position j goes to partition p = hash(key(x)) mod partitions (Python's
  * modulo: never negative) and to replica table[p]: appended to pieces[r], j to
  * offsets[r]. A partition whose table entry is negative is moving: its tuples go to
- * held[p] = ([offsets], [tuples]) instead. With ``load`` (a list of ints), each
+ * held[p] = (offsets, [tuples]) instead. Offsets are array('i') objects: no int object
+ * per tuple, and they cross processes as one block of bytes. With ``load`` (a list of ints), each
  * partition's count of tuples is added to it; with ``seen`` (a dict used as an ordered
  * set) and ``keys`` (one list per partition), a key not yet in ``seen`` is added to it
  * and to keys[p]. split_merge.cut_by_key_python is the same loop in Python, run when the
  * extension is not built; both must give the same result (tests/unit/test_split_merge.py).
+ *
+ * place(slots, offsets, outputs) -> None
+ *
+ * The merge's reassembly of one piece: slots[offsets[i]] = outputs[i] for every i
+ * (offsets an array('i') or a list of ints; split_merge.place_python is the same).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
+#include <string.h>
 
 static int append_new_list(PyObject *outer)
 {
@@ -93,7 +101,7 @@ static int add_counts(PyObject *load, const Py_ssize_t *counts, Py_ssize_t parti
 }
 
 static int route_one(PyObject *x, Py_ssize_t j, PyObject *key, const long *table, Py_ssize_t partitions,
-                     Py_ssize_t *counts, PyObject *seen, PyObject *keys, PyObject *pieces, PyObject *offsets,
+                     Py_ssize_t *counts, PyObject *seen, PyObject *keys, PyObject *pieces, int *dest,
                      PyObject *held)
 {
     PyObject *k = PyObject_CallOneArg(key, x);
@@ -113,23 +121,100 @@ static int route_one(PyObject *x, Py_ssize_t j, PyObject *key, const long *table
     }
     Py_DECREF(k);
     counts[p]++;
+    long r = table[p];
+    if (r >= 0) {
+        dest[j] = (int)r;
+        return PyList_Append(PyList_GET_ITEM(pieces, r), x);
+    }
+    dest[j] = -1;
+    PyObject *group = held_group(held, p);
+    if (group == NULL)
+        return -1;
     PyObject *offset = PyLong_FromSsize_t(j);
     if (offset == NULL)
         return -1;
-    int rc;
-    long r = table[p];
-    if (r >= 0) {
-        rc = PyList_Append(PyList_GET_ITEM(pieces, r), x);
-        if (rc == 0)
-            rc = PyList_Append(PyList_GET_ITEM(offsets, r), offset);
-    } else {
-        PyObject *group = held_group(held, p);
-        rc = group == NULL ? -1 : PyList_Append(PyTuple_GET_ITEM(group, 0), offset);
-        if (rc == 0)
-            rc = PyList_Append(PyTuple_GET_ITEM(group, 1), x);
-    }
+    int rc = PyList_Append(PyTuple_GET_ITEM(group, 0), offset);
     Py_DECREF(offset);
-    return rc;
+    return rc == 0 ? PyList_Append(PyTuple_GET_ITEM(group, 1), x) : rc;
+}
+
+/* array('i', data): the offsets type; ``data`` a bytes object or a list of ints. */
+static PyObject *int_array(PyObject *data)
+{
+    static PyObject *array_type = NULL;
+    if (array_type == NULL) {
+        PyObject *module = PyImport_ImportModule("array");
+        if (module == NULL)
+            return NULL;
+        array_type = PyObject_GetAttrString(module, "array");
+        Py_DECREF(module);
+        if (array_type == NULL)
+            return NULL;
+    }
+    return PyObject_CallFunction(array_type, "sO", "i", data);
+}
+
+/* offsets[r]: array('i') of the positions j with dest[j] == r, for every replica r. */
+static PyObject *offset_arrays(const int *dest, Py_ssize_t n, Py_ssize_t replicas)
+{
+    Py_ssize_t *sizes = PyMem_New(Py_ssize_t, replicas);
+    int **cursors = PyMem_New(int *, replicas);
+    PyObject *blocks = PyList_New(replicas), *result = NULL;
+    if (sizes == NULL || cursors == NULL || blocks == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    memset(sizes, 0, sizeof(Py_ssize_t) * replicas);
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (dest[j] >= 0)
+            sizes[dest[j]]++;
+    for (Py_ssize_t r = 0; r < replicas; r++) {
+        PyObject *block = PyBytes_FromStringAndSize(NULL, sizes[r] * (Py_ssize_t)sizeof(int));
+        if (block == NULL)
+            goto done;
+        PyList_SET_ITEM(blocks, r, block);
+        cursors[r] = (int *)PyBytes_AS_STRING(block);
+    }
+    for (Py_ssize_t j = 0; j < n; j++)
+        if (dest[j] >= 0)
+            *cursors[dest[j]]++ = (int)j;
+    result = PyList_New(replicas);
+    if (result == NULL)
+        goto done;
+    for (Py_ssize_t r = 0; r < replicas; r++) {
+        PyObject *offsets = int_array(PyList_GET_ITEM(blocks, r));
+        if (offsets == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyList_SET_ITEM(result, r, offsets);
+    }
+done:
+    PyMem_Free(sizes);
+    PyMem_Free(cursors);
+    Py_XDECREF(blocks);
+    return result;
+}
+
+/* held[p] = (list of offsets, tuples) -> (array('i') of offsets, tuples). */
+static int held_arrays(PyObject *held)
+{
+    PyObject *p, *group;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(held, &pos, &p, &group)) {
+        PyObject *offsets = int_array(PyTuple_GET_ITEM(group, 0));
+        if (offsets == NULL)
+            return -1;
+        PyObject *fixed = PyTuple_Pack(2, offsets, PyTuple_GET_ITEM(group, 1));
+        Py_DECREF(offsets);
+        if (fixed == NULL || PyDict_SetItem(held, p, fixed) < 0) { /* replacing a value: no resize */
+            Py_XDECREF(fixed);
+            return -1;
+        }
+        Py_DECREF(fixed);
+    }
+    return 0;
 }
 
 static long *read_table(PyObject *table, Py_ssize_t partitions, Py_ssize_t replicas)
@@ -198,43 +283,110 @@ static PyObject *cut(PyObject *self, PyObject *args)
     long *table = read_table(table_list, partitions, replicas);
     if (table == NULL)
         return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n > INT_MAX) {
+        PyMem_Free(table);
+        PyErr_SetString(PyExc_OverflowError, "a batch holds more tuples than an int offset can name");
+        return NULL;
+    }
     Py_ssize_t *counts = PyMem_New(Py_ssize_t, partitions);
-    PyObject *pieces = new_lists(replicas), *offsets = new_lists(replicas), *held = PyDict_New();
+    int *dest = PyMem_New(int, n > 0 ? n : 1);
+    PyObject *pieces = new_lists(replicas), *offsets = NULL, *held = PyDict_New();
     PyObject *result = NULL;
-    if (counts == NULL || pieces == NULL || offsets == NULL || held == NULL)
+    if (counts == NULL || dest == NULL || pieces == NULL || held == NULL)
         goto done;
     memset(counts, 0, sizeof(Py_ssize_t) * partitions);
-    /* items is the split's own list (popped from its port): nothing else resizes it meanwhile. */
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(items); j++) {
+    /* items is the split's own list (popped from its port): the key function may be user code doing
+     * anything, so the length is re-read at every step and x held while it runs. */
+    for (Py_ssize_t j = 0; j < n && j < PyList_GET_SIZE(items); j++) {
         PyObject *x = PyList_GET_ITEM(items, j);
-        Py_INCREF(x); /* the key function is user code: x must outlive it whatever it does */
-        int rc = route_one(x, j, key, table, partitions, counts, seen, keys, pieces, offsets, held);
+        Py_INCREF(x);
+        int rc = route_one(x, j, key, table, partitions, counts, seen, keys, pieces, dest, held);
         Py_DECREF(x);
         if (rc < 0)
             goto done;
     }
+    if (PyList_GET_SIZE(items) != n) {
+        PyErr_SetString(PyExc_RuntimeError, "the batch changed size while it was cut");
+        goto done;
+    }
+    offsets = offset_arrays(dest, n, replicas);
+    if (offsets == NULL || held_arrays(held) < 0)
+        goto done;
     if (load != Py_None && add_counts(load, counts, partitions) < 0)
         goto done;
     result = PyTuple_Pack(3, pieces, offsets, held);
 done:
-    if (counts == NULL && !PyErr_Occurred())
+    if ((counts == NULL || dest == NULL) && !PyErr_Occurred())
         PyErr_NoMemory();
     PyMem_Free(table);
     PyMem_Free(counts);
+    PyMem_Free(dest);
     Py_XDECREF(pieces);
     Py_XDECREF(offsets);
     Py_XDECREF(held);
     return result;
 }
 
+static int place_one(PyObject *slots, Py_ssize_t offset, PyObject *item)
+{
+    if (offset < 0 || offset >= PyList_GET_SIZE(slots)) {
+        PyErr_Format(PyExc_IndexError, "offset %zd outside the batch of %zd", offset, PyList_GET_SIZE(slots));
+        return -1;
+    }
+    Py_INCREF(item);
+    PyList_SetItem(slots, offset, item); /* steals item, releases the old slot */
+    return 0;
+}
+
+static PyObject *place(PyObject *self, PyObject *args)
+{
+    PyObject *slots, *offsets, *outputs;
+    if (!PyArg_ParseTuple(args, "O!OO!:place", &PyList_Type, &slots, &offsets, &PyList_Type, &outputs))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(outputs);
+    if (PyList_Check(offsets)) {
+        if (PyList_GET_SIZE(offsets) != n) {
+            PyErr_SetString(PyExc_ValueError, "a piece needs one offset per output");
+            return NULL;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_ssize_t offset = PyLong_AsSsize_t(PyList_GET_ITEM(offsets, i));
+            if ((offset == -1 && PyErr_Occurred()) || place_one(slots, offset, PyList_GET_ITEM(outputs, i)) < 0)
+                return NULL;
+        }
+        Py_RETURN_NONE;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(offsets, &view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    int ok = view.itemsize == (Py_ssize_t)sizeof(int) && view.format != NULL && strcmp(view.format, "i") == 0;
+    if (!ok || view.len / view.itemsize != n) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, ok ? "a piece needs one offset per output" : "offsets must be array('i')");
+        return NULL;
+    }
+    const int *at = (const int *)view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (place_one(slots, at[i], PyList_GET_ITEM(outputs, i)) < 0) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"cut", cut, METH_VARARGS,
      "cut(items, key, table, partitions, replicas, load, seen, keys) -> (pieces, offsets, held): "
      "the keyed split's routing of one batch (see the module comment)."},
+    {"place", place, METH_VARARGS,
+     "place(slots, offsets, outputs) -> None: slots[offsets[i]] = outputs[i] (the merge's reassembly)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_splitfast", "The keyed split's routing loop in C.", -1,
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_splitfast", "The keyed split's routing loop and the merge's reassembly in C.", -1,
                                     methods};
 
 PyMODINIT_FUNC PyInit__splitfast(void)

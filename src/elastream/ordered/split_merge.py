@@ -45,8 +45,10 @@ taking input only when one queue holds more than ``HOLD`` of its window.
 
 Wire format (plain tuples: they cross shared-memory rings, pickled in batches)
 ------------------------------------------------------------------------------
-* split → replica: ``(seq, parts, offsets, items)`` — ``offsets`` is None when
-  ``items`` is the whole batch in order (then ``parts == 1``); and the
+* split → replica: ``(seq, parts, offsets, items)`` — ``offsets`` (an
+  ``array('i')``: one block of bytes on the wire, no int object per tuple) holds
+  the tuples' positions in the batch, or is None when ``items`` is the whole
+  batch in order (then ``parts == 1``); and the
   controls ``(EXPORT_SEQ, partition, keys)`` / ``(IMPORT_SEQ, partition, state)``.
 * replica → merge: ``(seq, parts, offsets, outputs, nested, replica, inputs,
   busy_s)`` — ``outputs`` is flat (the batch's outputs in order, or one output
@@ -71,6 +73,7 @@ Port capacities on replicated edges count pieces, not tuples.
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -114,12 +117,13 @@ def cut_by_key(items: list, key: Callable[[Any], Any], table: list[int], partiti
     Tuple ``x`` at position ``j`` goes to partition ``p = hash(key(x)) % partitions``
     and to replica ``table[p]`` (``pieces[r]`` gets ``x``, ``offsets[r]`` gets ``j``);
     a partition whose entry is negative is moving, and its tuples go to
-    ``held[p] = (offsets, tuples)``. ``load[p]`` counts partition ``p``'s tuples; a
+    ``held[p] = (offsets, tuples)``. Offsets are ``array('i')``: no int object per
+    tuple, and one block of bytes when a piece crosses processes. ``load[p]`` counts partition ``p``'s tuples; a
     key not yet in ``seen`` is added to it and to ``keys[p]``. The loop runs in C
     (:mod:`elastream.ordered._splitfast`) when the extension is built.
 
     Example: ``cut_by_key([(1, "a"), (2, "b")], lambda x: x[0], [0, 1], 2, 2)``
-    → ``([[(2, "b")], [(1, "a")]], [[1], [0]], {})``
+    → ``([[(2, "b")], [(1, "a")]], [array('i', [1]), array('i', [0])], {})``
     """
     if _splitfast is not None:
         return _splitfast.cut(items, key, table, partitions, replicas, load, seen, keys)
@@ -128,11 +132,11 @@ def cut_by_key(items: list, key: Callable[[Any], Any], table: list[int], partiti
 
 def cut_by_key_python(items: list, key: Callable[[Any], Any], table: list[int], partitions: int, replicas: int,
                       load: list[int] | None = None, seen: dict | None = None,
-                      keys: list[list] | None = None) -> tuple[list[list], list[list[int]], dict[int, tuple[list, list]]]:
+                      keys: list[list] | None = None) -> tuple[list[list], list[array], dict[int, tuple[array, list]]]:
     """:func:`cut_by_key` in Python (without the C extension, and the reference it is tested against)."""
     pieces: list[list] = [[] for _ in range(replicas)]
-    offsets: list[list[int]] = [[] for _ in range(replicas)]
-    held: dict[int, tuple[list[int], list]] = {}
+    offsets = [array("i") for _ in range(replicas)]
+    held: dict[int, tuple[array, list]] = {}
     for j, x in enumerate(items):
         k = key(x)
         p = hash(k) % partitions
@@ -148,10 +152,31 @@ def cut_by_key_python(items: list, key: Callable[[Any], Any], table: list[int], 
         else:
             group = held.get(p)
             if group is None:
-                group = held[p] = ([], [])
+                group = held[p] = (array("i"), [])
             group[0].append(j)
             group[1].append(x)
     return pieces, offsets, held
+
+
+def place(slots: list, offsets: Sequence[int], outputs: list) -> None:
+    """The merge's reassembly of one piece: ``slots[offsets[i]] = outputs[i]`` for every ``i``.
+
+    In C when the extension is built (``offsets`` an ``array('i')`` or a list of ints).
+
+    Example: ``slots = [None] * 3; place(slots, array("i", [2, 0]), ["c", "a"])`` → ``["a", None, "c"]``
+    """
+    if _splitfast is not None:
+        _splitfast.place(slots, offsets, outputs)
+    else:
+        place_python(slots, offsets, outputs)
+
+
+def place_python(slots: list, offsets: Sequence[int], outputs: list) -> None:
+    """:func:`place` in Python."""
+    if len(offsets) != len(outputs):
+        raise ValueError("a piece needs one offset per output")
+    for off, o in zip(offsets, outputs):
+        slots[off] = o
 
 
 def is_one_to_one(op: Operator) -> bool:
@@ -677,10 +702,8 @@ def _assemble(pieces: list[tuple]) -> list:
     slots: list = [None] * size
     nested = False
     for piece in pieces:
-        offsets, outputs = piece[2], piece[3]
         nested = nested or piece[4]
-        for off, o in zip(offsets, outputs):
-            slots[off] = o
+        place(slots, piece[2], piece[3])
     if not nested:
         return slots
     # Mixed pieces cannot happen (all replicas run copies of one operator), so every slot is a list here.

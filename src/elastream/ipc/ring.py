@@ -178,7 +178,7 @@ _CTRL_WORDS = 64
 # producer slot: 16 words each, after the control block
 _SLOT_WORDS = 16
 (_P_STATE, _P_PID, _P_START, _P_RESERVING, _P_SEQ, _P_RECORDS, _P_PAYLOADS, _P_BYTES, _P_FULL, _P_FLUSHES,
- _P_WAIT_NS, _P_REWRITES, _P_ABANDONED) = range(13)
+ _P_WAIT_NS, _P_REWRITES, _P_ABANDONED, _P_ABORTED) = range(14)
 _FREE, _OPEN, _CLOSED = 0, 1, 2
 
 _LIVENESS_PERIOD = 0.02   # s between checks of a stuck writer's process
@@ -507,16 +507,20 @@ class SharedRing:
         self._configure_fast_write()
         return pid
 
-    def close_producer(self, producer: int | None = None) -> None:
+    def close_producer(self, producer: int | None = None, *, aborted: bool = False) -> None:
         """Declare that ``producer`` (default: this handle's producer) will write no more (idempotent).
 
         May be called by a supervisor for a producer that died. When every
         registered (and every expected) producer has closed and the ring is
-        drained, the consumer sees :attr:`at_eof`.
+        drained, the consumer sees :attr:`at_eof`. ``aborted``: the stream was
+        cut short (its writer was stopped), which the consumer reads as
+        :attr:`aborted` — the end it sees is not the end of the data.
         """
         self._check_open()
         pid = self._resolve(producer)
         slot = self._slot(pid)
+        if aborted:
+            self._q[slot + _P_ABORTED] = 1  # before the close, which publishes it
         if not self._atomic.cas((slot + _P_STATE) * 8, _OPEN, _CLOSED):
             if self._q[slot + _P_STATE] == _CLOSED:
                 return
@@ -735,6 +739,13 @@ class SharedRing:
         q = self._q
         word = q[_W_PRODUCERS]
         return self._ended(word & _M32, word >> 32) and q[_W_RPOS] == q[_W_WPOS]
+
+    @property
+    def aborted(self) -> bool:
+        """True when a producer closed with ``aborted=True``: the stream was cut short, not ended."""
+        self._check_open()
+        q = self._q
+        return any(q[self._slot(pid) + _P_ABORTED] for pid in range(min(q[_W_PRODUCERS] & _M32, self._max_producers)))
 
     def failed_producers(self) -> tuple[int, ...]:
         """Ids of producers that are still open but whose process has exited (for a supervisor)."""

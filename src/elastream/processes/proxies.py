@@ -7,8 +7,10 @@ external probe (back-pressure from the consuming process). A
 READ_BLOCKED while the ring is empty (napping on a timer instead while its
 process is busy, so no poller wake-up interrupts the computing worker); it
 completes when every producer has closed the ring (end-of-stream), which
-closes the downstream port as any completed upstream operator would. Both run
-in one worker at a time.
+closes the downstream port as any completed upstream operator would — unless
+the producer closed it *aborted* (its process was stopped before its input
+ended): then the receiver stops its own process's flow, so nothing downstream
+takes the cut for the end of the data. Both run in one worker at a time.
 """
 
 from __future__ import annotations
@@ -36,10 +38,12 @@ class RingSender(Operator):
         self.batch_size = batch_size
         self.ring: Any = None
         self.codec = PickleCodec()
+        self._ended = False
 
     def open(self, ctx) -> None:
         self.ring = SharedRing.attach(self.ring_name)
         self.ring.register_producer()
+        self._ended = False
 
     async def process(self, ctx) -> None:
         port = ctx.inputs[0]
@@ -47,6 +51,7 @@ class RingSender(Operator):
         encode = self.codec.encode_batch
         while not ctx.shutdown_requested:
             if await ctx.wait_for_any({port: 1}) is Status.OVER:
+                self._ended = not ctx.shutdown_requested
                 break
             for payload in _fitting_payloads(encode, port.pop_many(self.batch_size), ring.max_record_bytes):
                 if not ring.try_write_batch([payload]):
@@ -58,7 +63,9 @@ class RingSender(Operator):
 
     def close(self) -> None:
         if self.ring is not None:
-            self.ring.close_producer()
+            # Stopped before its input ended (a shutdown, a failure in this process): the consumer must
+            # not take the ring's end for the stream's, or its downstream would finish on partial data.
+            self.ring.close_producer(aborted=not self._ended)
             self.ring.close()
             self.ring = None
 
@@ -104,6 +111,10 @@ class RingReceiver(Operator):
                     await out.push_many(decode(payload))
                 continue
             if ring.at_eof:
+                if ring.aborted:
+                    # The producing process was stopped: this process stops too, instead of ending its
+                    # operators as if the stream were complete (a merge would miss batches, a sink flush).
+                    ctx.request_shutdown()
                 break
             await self._wait_for_data(ctx, ring)
 

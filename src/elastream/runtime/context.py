@@ -225,6 +225,11 @@ class Context:
         if not probe() and not self._task.sched.shutdown_requested:
             await suspend(ExternalWait(probe, write, waiter))
 
+    def request_shutdown(self) -> None:
+        """Stop the whole flow of this process, as an explicit shutdown does (operators see
+        :attr:`shutdown_requested`, waits return OVER, no end-of-input hooks run)."""
+        self._task.sched.request_shutdown()
+
     async def yield_now(self) -> None:
         """Give other operators a turn if this one's quantum is used up."""
         if perf_counter() >= self._task.deadline:

@@ -307,6 +307,8 @@ class FunctionTask(Task):
         # Read closed flags before counts: a producer pushes before it completes.
         if all(b.closed for b in self.inputs) and not any(b.count for b in self.inputs):
             self._inputs_done = True
+            if self.sched.shutdown_requested:
+                return COMPLETED  # inputs closed by a shutdown are cut short, not ended: no end-of-input hook
             final = self.op.on_inputs_closed()  # type: ignore[attr-defined]
             if final and not self.emit(0, final, self.origin):
                 return WriteWait(self.pending_buffers())

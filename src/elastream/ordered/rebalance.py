@@ -53,11 +53,13 @@ from typing import Any
 #: ends is the run's tail, and the next move of its partitions waits behind it: no more than needed.
 #: The replicas should run dry together, so the windows differ by what the backlog of a replica in
 #: another process counts on top of its work in hand: outputs on their way back, counted only when the
-#: merge next runs (about one activation of the split's worker, ~PIECE_S-2*PIECE_S). Measured with
-#: ``bench keyed`` (2 processes, 12 runs each): idle at the end 0.134 s per run with 0.15 / 0.05,
-#: 0.094 s with 0.12 / 0.08.
-WINDOW_S = 0.12
-LOCAL_WINDOW_S = 0.08
+#: merge next runs (about one activation of the split's worker, ~PIECE_S-2*PIECE_S). They scale with
+#: PIECE_S (about five pieces and three in flight): with 0.04 s pieces, 0.20 / 0.12 gave the function's
+#: replicas 0.939 of both cores against 0.926 with 0.02 s pieces and 0.12 / 0.08 (``bench keyed``, two
+#: processes, median of 16 interleaved runs each; 0.16 / 0.10 gave 0.932, 0.24 / 0.14 0.943). This is
+#: also the latency the replicated operator adds at full load: a tuple waits behind its replica's window.
+WINDOW_S = 0.20
+LOCAL_WINDOW_S = 0.12
 #: Backlog bound of a replica that has finished nothing yet: START_S of the others' measured work (its
 #: process may still be starting, and the others should not wait for it), or START_WINDOW tuples while
 #: nothing is measured at all; then the bounds once its own cost is known.

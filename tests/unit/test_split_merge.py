@@ -487,3 +487,23 @@ def test_pieces_carry_their_offsets_as_int_arrays_across_processes():
     pieces, offsets, _ = split_merge.cut_by_key(list(range(1_000)), lambda x: x, [0, 1], 2, 2)
     assert all(type(o) is array and o.typecode == "i" for o in offsets)
     assert pickle.loads(pickle.dumps(offsets[1])) == array("i", range(1, 1_000, 2))
+
+
+def test_a_links_window_setting_scales_the_windows_and_the_pieces():
+    from elastream.ordered import rebalance
+    from elastream.ordered.rebalance import SplitMergeLink
+
+    default, small = SplitMergeLink(2, local=[0]), SplitMergeLink(2, local=[0], window_s=0.05)
+    for link in (default, small):
+        link.done, link.busy_s = [1_000, 1_000], [0.02, 0.02]  # 20 µs a tuple
+    assert default.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 20e-6, rebalance.WINDOW_S / 20e-6], abs=1)
+    assert small.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 4 / 20e-6, 0.05 / 20e-6], abs=1)
+    sizes = [OrderedSplit(2, key=lambda e: e, partitions=4, link=link)._batch_size() for link in (default, small)]
+    assert sizes[1] == pytest.approx(sizes[0] / 4, abs=1)
+    with pytest.raises(ValueError, match="positive"):
+        SplitMergeLink(2, window_s=0)
+
+
+def test_the_runner_refuses_a_replica_window_that_is_not_positive():
+    with pytest.raises(ValueError, match="replica_window_ms"):
+        es.Runner(replica_window_ms=0)

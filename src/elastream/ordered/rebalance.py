@@ -91,16 +91,22 @@ class SplitMergeLink:
     ``sent`` and ``key_order`` are written by the split, ``done`` / ``busy_s`` / ``states`` by the merge.
     ``key_order`` holds the keys in the order the split first saw them (a dict used as an ordered set):
     the merge puts the replicas' end-of-stream outputs in that order. ``local`` names the replicas that
-    run in the split's own process.
+    run in the split's own process. ``window_s`` is a remote replica's window (default
+    :data:`WINDOW_S`); a local one's and the split's pieces keep their proportions to it.
     """
 
-    def __init__(self, replicas: int, local: Collection[int] = ()):
+    def __init__(self, replicas: int, local: Collection[int] = (), window_s: float | None = None):
+        window_s = WINDOW_S if window_s is None else float(window_s)
+        if not window_s > 0:
+            raise ValueError(f"a replica's window must be a positive number of seconds, got {window_s!r}")
         self.sent = [0] * replicas
         self.done = [0] * replicas
         self.busy_s = [0.0] * replicas
         self.states: dict[int, dict] = {}
         self.key_order: dict[Any, None] = {}
-        self._window_s = [LOCAL_WINDOW_S if r in local else WINDOW_S for r in range(replicas)]
+        #: The windows and the split's pieces scale with ``window_s`` (``Runner(replica_window_ms=...)``).
+        self.scale = window_s / WINDOW_S
+        self._window_s = [(LOCAL_WINDOW_S if r in local else WINDOW_S) * self.scale for r in range(replicas)]
 
     def backlog(self) -> list[int]:
         """Tuples sent to each replica whose outputs have not reached the merge yet."""

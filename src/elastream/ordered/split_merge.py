@@ -305,13 +305,14 @@ class OrderedSplit(Operator):
                 await ctx.sleep(THROTTLE_S)
 
     def _batch_size(self) -> int:
-        """``chunk`` when given; else, with a link, about PIECE_S of work per replica piece."""
+        """``chunk`` when given; else, with a link, about PIECE_S of work per replica piece (scaled as the
+        link's windows are)."""
         if self.chunk is not None:
             return self.chunk
         cost = self.link.cost_per_tuple() if self.link is not None else None
         if not cost:
             return DEFAULT_CHUNK
-        return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.n_outputs / cost)))
+        return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.link.scale * self.n_outputs / cost)))  # type: ignore[union-attr]
 
     async def _send(self, outs: list, r: int, piece: tuple) -> None:
         if self.link is not None:

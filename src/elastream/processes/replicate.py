@@ -121,19 +121,20 @@ def check_ends_linked(name: str, op: Any, link: SplitMergeLink | None) -> None:
 def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None = None,
                    reorder: str = "nonblocking", reorder_capacity: int = DEFAULT_REORDER_CAPACITY,
                    linked: Collection[str] | None = None,
-                   local: Mapping[str, Collection[int]] | None = None) -> Flow:
+                   local: Mapping[str, Collection[int]] | None = None, window_s: float | None = None) -> Flow:
     """A new flow where each operator named in ``replicas`` runs as split → replicas → ordered merge.
 
     The original flow is left untouched; every replica gets its own deep copy
     of the operator. Connections into ``X`` enter ``X#split``, connections out
     of ``X`` leave ``X#merge``. ``chunk`` fixes the split's batch size (default:
-    about 5 ms of replica work per piece once measured, else
+    about :data:`~elastream.ordered.split_merge.PIECE_S` of replica work per piece once measured, else
     :data:`~elastream.ordered.split_merge.DEFAULT_CHUNK`). The split and merge of the operators in
     ``linked`` (default: all) share a :class:`~elastream.ordered.rebalance.SplitMergeLink`
     — only valid when they will run in the same process — which bounds
     backlogs and balances the replicas (moving partitions with their state);
     ``local`` names, per operator, the replicas placed in the split's process
-    (the link gives them a shorter backlog: the split refills them at once).
+    (the link gives them a shorter backlog: the split refills them at once); ``window_s`` is the
+    work a remote replica may have in hand (see :class:`~elastream.ordered.rebalance.SplitMergeLink`).
 
     Example::
 
@@ -149,7 +150,7 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
             continue
         op, count = handle.operator, replicas[name]
         keyed = replicable_kind(op) == PARTITIONED
-        link = (SplitMergeLink(count, local=(local or {}).get(name, ()))
+        link = (SplitMergeLink(count, local=(local or {}).get(name, ()), window_s=window_s)
                 if linked is None or name in linked else None)
         check_ends_linked(name, op, link)
         split = out.add(OrderedSplit(count, key=op.key if keyed else None,  # type: ignore[attr-defined]
@@ -195,7 +196,7 @@ def requested_replicas(flow: Flow, assignment: Mapping[str, int]) -> dict[str, i
 
 def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
                       replicas: Mapping[str, int] | str | None = None,
-                      stats: Any = None) -> tuple[Flow, dict[str, int]]:
+                      stats: Any = None, window_s: float | None = None) -> tuple[Flow, dict[str, int]]:
     """The flow to run and its full assignment, with replicated operators rewritten.
 
     Replica counts come from ``"X#r"`` entries of ``assignment`` and from
@@ -204,7 +205,7 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     ``(home + r) % processes``, ``home`` being X's own entry. The split goes
     with X's upstream operator and the merge with its downstream one unless
     placed; an operator with ``on_end`` has its merge with its split. Without
-    either, ``flow`` and ``assignment`` come back unchanged.
+    either, ``flow`` and ``assignment`` come back unchanged. ``window_s``: as for :func:`replicate_flow`.
     """
     counts = requested_replicas(flow, assignment)
     extra = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas or {})
@@ -225,7 +226,7 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     linked = [name for name in counts if full[split_name(name)] == full[merge_name(name)]]
     local = {name: [r for r in range(count) if full[replica_name(name, r)] == full[split_name(name)]]
              for name, count in counts.items()}
-    rewritten = replicate_flow(flow, counts, linked=linked, local=local)
+    rewritten = replicate_flow(flow, counts, linked=linked, local=local, window_s=window_s)
     missing = [n for n in rewritten.operators if n not in full]
     if missing:
         raise ValueError(f"placement assigns no process to {missing}")

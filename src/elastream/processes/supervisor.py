@@ -108,7 +108,8 @@ class ProcessRunHandle:
         placement = getattr(runner, "placement", None)
         self.run_flow, self.assignment = expand_assignment(
             flow, assignment, runner.processes, getattr(runner, "replicas", None),
-            stats=placement if isinstance(placement, FlowStats) else None)
+            stats=placement if isinstance(placement, FlowStats) else None,
+            window_s=getattr(runner, "replica_window_s", None))
         self.processes = runner.processes
         self._started = perf_counter()
         self._rings: list[Any] = []

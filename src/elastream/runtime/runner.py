@@ -179,6 +179,10 @@ class Runner:
     a run is on, in this process and in the worker processes (CPython's default
     700 makes a stream walk its in-flight tuples again every few hundred
     allocations; see :mod:`elastream.runtime.gc_tuning`); None leaves it alone.
+    ``replica_window_ms`` is how much work (ms of its own time) a replica may
+    have in hand (0.6 of it for a replica in its split's process), with
+    pieces of a fifth of it: the latency a replicated operator adds at full
+    load, traded against per-piece costs (default None: 200 ms, 40 ms pieces).
     """
 
     def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run",
@@ -186,7 +190,8 @@ class Runner:
                  batch_size: int = 256, seed: int | None = None, stats_period_ms: float = 100.0,
                  shutdown_grace_s: float = 1.0, placement: Any = "auto", start_method: str = "forkserver",
                  ring_bytes: int = 4 << 20, reorder: str = "nonblocking", partitioning: str = "hybrid",
-                 replicas: Any = None, gc_threshold: int | None = gc_tuning.RUN_THRESHOLD):
+                 replicas: Any = None, gc_threshold: int | None = gc_tuning.RUN_THRESHOLD,
+                 replica_window_ms: float | None = None):
         if threads < 1:
             raise ValueError("threads must be >= 1")
         if max_queue_size < 1:
@@ -204,6 +209,8 @@ class Runner:
                              f"choose one of {', '.join(PARTITIONING_SCHEMES)}")
         if not (replicas is None or replicas == "auto" or isinstance(replicas, dict)):
             raise ValueError(f"replicas must be None, 'auto' or {{operator: count}}, got {replicas!r}")
+        if replica_window_ms is not None and not replica_window_ms > 0:
+            raise ValueError("replica_window_ms must be > 0 (or None for the engine's default)")
         if gc_threshold is not None and gc_threshold < 1:
             raise ValueError("gc_threshold must be >= 1 (or None to leave the collector alone)")
         if elastic:
@@ -226,7 +233,15 @@ class Runner:
         #: Operators run as ordered split → replicas → merge (C-Stream §4.2): {name: count} or "auto".
         self.replicas = replicas
         self.gc_threshold = gc_threshold
+        #: Work (ms) a replica in another process than its split may have in hand: the latency a
+        #: replicated operator adds at full load; the split's pieces are a fifth of it.
+        self.replica_window_ms = None if replica_window_ms is None else float(replica_window_ms)
         create_policy(policy, seed=seed)  # fail fast on an unknown name
+
+    @property
+    def replica_window_s(self) -> float | None:
+        """``replica_window_ms`` in seconds (None: the engine's default)."""
+        return None if self.replica_window_ms is None else self.replica_window_ms / 1000.0
 
     def child_options(self) -> dict[str, Any]:
         """Runner keyword arguments for one worker process of a multi-process run."""
@@ -271,7 +286,7 @@ class Runner:
             from elastream.processes.replicate import replicate_flow
 
             flow.validate()
-            flow = replicate_flow(flow, self.replicas, reorder=self.reorder)
+            flow = replicate_flow(flow, self.replicas, reorder=self.reorder, window_s=self.replica_window_s)
         handle = RunHandle(self, flow)
         handle._start()
         return handle

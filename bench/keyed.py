@@ -225,38 +225,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds = checked_rounds(data, calibrate(args.cost_us), args.cost_us)
     server_start_s = _warm_fork_server(args) if args.start_method == "forkserver" else None
     best: dict[str, float] = {}
+    times: dict[str, list[float]] = {}
     reference: list | None = None
     placements: dict[str, Any] = {}
     ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
     try:
         for _ in range(max(1, args.repeat)):
-            reference = _one_round(data, rounds, args, best, reference, placements, pool)
+            reference = _one_round(data, rounds, args, best, times, reference, placements, pool)
             if pool is not None:
                 ceilings.append(_run_ceiling(pool, rounds))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    return _result(args, rounds, best, placements, server_start_s, ceilings)
+    return _result(args, rounds, best, placements, server_start_s, ceilings, times)
 
 
-def _one_round(data: list, rounds: int, args: argparse.Namespace, best: dict[str, float], reference: list | None,
-               placements: dict[str, Any], pool: Any) -> list:
-    """One repetition: the plain loop, the hand-split reference, every process count."""
+def _one_round(data: list, rounds: int, args: argparse.Namespace, best: dict[str, float],
+               times: dict[str, list[float]], reference: list | None, placements: dict[str, Any], pool: Any) -> list:
+    """One repetition: the plain loop, the hand-split reference, every process count (each time also kept in
+    ``times``, by repetition)."""
     t0 = time.perf_counter()
     expected = plain_loop(data, rounds)
-    _keep_best(best, "plain", time.perf_counter() - t0)
+    _keep_best(best, "plain", _noted(times, "plain", time.perf_counter() - t0))
     reference = reference if reference is not None else expected
     if expected != reference:
         raise AssertionError("the plain loop is not deterministic")
     if pool is not None:
-        _keep_best(best, "hand", _run_hand(pool, data, rounds, reference))
+        _keep_best(best, "hand", _noted(times, "hand", _run_hand(pool, data, rounds, reference)))
     for p in args.processes:
         seconds, outputs, placement, efficiency = run_elastream(data, rounds, p, args)
         if outputs != reference:
             raise AssertionError(f"elastream with {p} processes produced different output than the plain loop")
-        if _keep_best(best, f"p{p}", seconds):
+        if _keep_best(best, f"p{p}", _noted(times, f"p{p}", seconds)):
             best[f"efficiency{p}"] = efficiency  # of the run whose time is kept
         placements[f"p{p}"] = placement
     return reference
@@ -319,20 +321,44 @@ def _run_ceiling(pool: Any, rounds: int) -> float:
     return together / alone
 
 
+def _noted(times: dict[str, list[float]], key: str, seconds: float) -> float:
+    times.setdefault(key, []).append(seconds)
+    return seconds
+
+
+def paired_speedups(times: dict[str, list[float]], key: str) -> dict[str, float] | None:
+    """Each repetition's plain loop over ``key``'s time in the same repetition: median, lowest, highest.
+
+    The machine's speed drifts over seconds; a run compared with the plain loop timed just before it
+    shares its phase, while the best of each row may come from different phases.
+
+    Example: ``paired_speedups({"plain": [4.0, 3.0], "p2": [2.0, 2.0]}, "p2")`` → median 1.75, low 1.5, high 2.0
+    """
+    pairs = sorted(p / s for p, s in zip(times.get("plain", []), times.get(key, [])) if s > 0)
+    if not pairs:
+        return None
+    middle = len(pairs) // 2
+    median = pairs[middle] if len(pairs) % 2 else (pairs[middle - 1] + pairs[middle]) / 2
+    return {"median": median, "low": pairs[0], "high": pairs[-1]}
+
+
 def _result(args: argparse.Namespace, rounds: int, best: dict[str, float], placements: dict[str, Any],
-            server_start_s: float | None, ceilings: list[float] | None = None) -> dict[str, Any]:
-    """The JSON-ready result from the best times."""
+            server_start_s: float | None, ceilings: list[float] | None = None,
+            times: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """The JSON-ready result from the best times (and, per row, the paired speed-ups by repetition)."""
+    times = times or {}
     plain = best["plain"]
     rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
              "speedup_vs_plain": 1.0, "output_equal": True}]
     if "hand" in best:
         rows.append({"config": "hand-split 2 processes", "processes": 2, "seconds": best["hand"],
                      "tuples_per_s": args.tuples / best["hand"], "speedup_vs_plain": plain / best["hand"],
-                     "output_equal": None, "reference": True})
+                     "speedup_paired": paired_speedups(times, "hand"), "output_equal": None, "reference": True})
     for p in args.processes:
         s = best[f"p{p}"]
         rows.append({"config": f"elastream P={p}", "processes": p, "seconds": s, "tuples_per_s": args.tuples / s,
-                     "speedup_vs_plain": plain / s, "output_equal": True, "placement": placements[f"p{p}"],
+                     "speedup_vs_plain": plain / s, "speedup_paired": paired_speedups(times, f"p{p}"),
+                     "output_equal": True, "placement": placements[f"p{p}"],
                      "engine_efficiency": best[f"efficiency{p}"]})
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
@@ -395,6 +421,10 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         verdict = "meets" if p2["speedup_vs_plain"] >= result["goal_speedup_p2"] else "misses"
         console.print(f"P=2 / plain loop = {p2['speedup_vs_plain']:.2f} ({verdict} the {result['goal_speedup_p2']}x "
                       f"goal); placement {p2['placement']}")
+        paired = p2.get("speedup_paired")
+        if paired is not None:
+            console.print(f"paired by repetition (each P=2 run over the plain loop timed just before it): median "
+                          f"{paired['median']:.2f} (runs {paired['low']:.2f}-{paired['high']:.2f})")
     if result["fork_server_start_s"] is not None:
         console.print(f"workers fork from a warm fork server; its one-time start took "
                       f"{result['fork_server_start_s']:.2f} s (not in the rows)")

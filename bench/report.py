@@ -163,6 +163,10 @@ def _keyed_md(r: dict[str, Any]) -> str:
              f"burning at once vs one alone, no data): **{ceiling['median']:.2f}×** (median of the "
              f"repetitions, {ceiling['low']:.2f}–{ceiling['high']:.2f}×); elastream P=2 gives "
              f"{p2['speedup_vs_plain'] / ceiling['median']:.0%} of it." if ceiling and p2 else "")
+    paired = p2.get("speedup_paired") if p2 is not None else None
+    if paired is not None:
+        limit += (f" Paired by repetition (each P=2 run over the plain loop timed just before it): median "
+                  f"{paired['median']:.2f}× ({paired['low']:.2f}–{paired['high']:.2f}×).")
     if p2 is not None and p2.get("engine_efficiency") is not None:
         limit += (f" Engine efficiency (the seconds the per-tuple function ran over processes × wall-clock "
                   f"seconds; the rest is elastream's routing, merging, moving tuples between processes, "

@@ -28,6 +28,8 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     assert rows[0]["speedup_vs_plain"] == 1.0
     # the share of processes x wall-clock time the per-tuple function's operator (or its replicas) was busy
     assert all(0.0 < r["engine_efficiency"] <= 1.0 for r in rows[2:]) and "engine_efficiency" not in rows[0]
+    # each run over the plain loop of its own repetition (one repetition here: the best times' ratio)
+    assert rows[3]["speedup_paired"]["median"] == pytest.approx(rows[3]["speedup_vs_plain"])
     ceiling = result["two_core_ceiling"]  # both pool processes burning at once vs one alone
     assert 0.5 < ceiling["median"] < 2.5 and len(ceiling["runs"]) == 1 and ceiling["low"] <= ceiling["high"]
 
@@ -36,7 +38,14 @@ def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):
     assert main(["bench", "keyed", *TINY, "--processes", "2", "--start-method", "spawn"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "P=2 / plain loop" in out and "1.8x goal" in out and "process parallelism" in out
-    assert "two-core ceiling" in out and "engine efficiency" in out
+    assert "two-core ceiling" in out and "engine efficiency" in out and "paired by repetition" in out
+
+
+def test_paired_speedups_compare_runs_of_one_repetition():
+    paired = keyed.paired_speedups({"plain": [4.0, 3.0, 5.0], "p2": [2.0, 2.0, 2.0]}, "p2")
+    assert (paired["low"], paired["median"], paired["high"]) == (1.5, 2.0, 2.5)
+    assert keyed.paired_speedups({"plain": [4.0, 3.0], "p2": [2.0, 2.0]}, "p2")["median"] == 1.75
+    assert keyed.paired_speedups({"plain": [4.0]}, "p2") is None
 
 
 def test_plain_loop_and_flow_agree_on_the_running_sums():

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import statistics
 import time
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -334,12 +335,10 @@ def paired_speedups(times: dict[str, list[float]], key: str) -> dict[str, float]
 
     Example: ``paired_speedups({"plain": [4.0, 3.0], "p2": [2.0, 2.0]}, "p2")`` → median 1.75, low 1.5, high 2.0
     """
-    pairs = sorted(p / s for p, s in zip(times.get("plain", []), times.get(key, [])) if s > 0)
+    pairs = [p / s for p, s in zip(times.get("plain", []), times.get(key, [])) if s > 0]
     if not pairs:
         return None
-    middle = len(pairs) // 2
-    median = pairs[middle] if len(pairs) % 2 else (pairs[middle - 1] + pairs[middle]) / 2
-    return {"median": median, "low": pairs[0], "high": pairs[-1]}
+    return {"median": statistics.median(pairs), "low": min(pairs), "high": max(pairs)}
 
 
 def _result(args: argparse.Namespace, rounds: int, best: dict[str, float], placements: dict[str, Any],

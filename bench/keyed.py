@@ -225,42 +225,42 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     data = make_data(args.tuples, args.keys, args.seed)
     rounds = checked_rounds(data, calibrate(args.cost_us), args.cost_us)
     server_start_s = _warm_fork_server(args) if args.start_method == "forkserver" else None
-    best: dict[str, float] = {}
-    times: dict[str, list[float]] = {}
+    times: dict[str, list[float]] = {}       # every run's seconds, by row, in repetition order
+    efficiencies: dict[str, list[float]] = {}  # and each elastream run's engine efficiency
     reference: list | None = None
     placements: dict[str, Any] = {}
     ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
     try:
         for _ in range(max(1, args.repeat)):
-            reference = _one_round(data, rounds, args, best, times, reference, placements, pool)
+            reference = _one_round(data, rounds, args, times, efficiencies, reference, placements, pool)
             if pool is not None:
                 ceilings.append(_run_ceiling(pool, rounds))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    return _result(args, rounds, best, placements, server_start_s, ceilings, times)
+    return _result(args, rounds, times, efficiencies, placements, server_start_s, ceilings)
 
 
-def _one_round(data: list, rounds: int, args: argparse.Namespace, best: dict[str, float],
-               times: dict[str, list[float]], reference: list | None, placements: dict[str, Any], pool: Any) -> list:
-    """One repetition: the plain loop, the hand-split reference, every process count (each time also kept in
-    ``times``, by repetition)."""
+def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[str, list[float]],
+               efficiencies: dict[str, list[float]], reference: list | None, placements: dict[str, Any],
+               pool: Any) -> list:
+    """One repetition: the plain loop, the hand-split reference, every process count (appended to ``times``)."""
     t0 = time.perf_counter()
     expected = plain_loop(data, rounds)
-    _keep_best(best, "plain", _noted(times, "plain", time.perf_counter() - t0))
+    _note(times, "plain", time.perf_counter() - t0)
     reference = reference if reference is not None else expected
     if expected != reference:
         raise AssertionError("the plain loop is not deterministic")
     if pool is not None:
-        _keep_best(best, "hand", _noted(times, "hand", _run_hand(pool, data, rounds, reference)))
+        _note(times, "hand", _run_hand(pool, data, rounds, reference))
     for p in args.processes:
         seconds, outputs, placement, efficiency = run_elastream(data, rounds, p, args)
         if outputs != reference:
             raise AssertionError(f"elastream with {p} processes produced different output than the plain loop")
-        if _keep_best(best, f"p{p}", _noted(times, f"p{p}", seconds)):
-            best[f"efficiency{p}"] = efficiency  # of the run whose time is kept
+        _note(times, f"p{p}", seconds)
+        _note(efficiencies, f"p{p}", efficiency)
         placements[f"p{p}"] = placement
     return reference
 
@@ -322,9 +322,8 @@ def _run_ceiling(pool: Any, rounds: int) -> float:
     return together / alone
 
 
-def _noted(times: dict[str, list[float]], key: str, seconds: float) -> float:
-    times.setdefault(key, []).append(seconds)
-    return seconds
+def _note(values: dict[str, list[float]], key: str, value: float) -> None:
+    values.setdefault(key, []).append(value)
 
 
 def paired_speedups(times: dict[str, list[float]], key: str) -> dict[str, float] | None:
@@ -341,11 +340,12 @@ def paired_speedups(times: dict[str, list[float]], key: str) -> dict[str, float]
     return {"median": statistics.median(pairs), "low": min(pairs), "high": max(pairs)}
 
 
-def _result(args: argparse.Namespace, rounds: int, best: dict[str, float], placements: dict[str, Any],
-            server_start_s: float | None, ceilings: list[float] | None = None,
-            times: dict[str, list[float]] | None = None) -> dict[str, Any]:
-    """The JSON-ready result from the best times (and, per row, the paired speed-ups by repetition)."""
-    times = times or {}
+def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]],
+            efficiencies: dict[str, list[float]], placements: dict[str, Any], server_start_s: float | None,
+            ceilings: list[float] | None = None) -> dict[str, Any]:
+    """The JSON-ready result: each row's best time (and the engine efficiency of that run), and its
+    speed-ups paired by repetition."""
+    best = {key: min(values) for key, values in times.items()}
     plain = best["plain"]
     rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
              "speedup_vs_plain": 1.0, "output_equal": True}]
@@ -358,7 +358,7 @@ def _result(args: argparse.Namespace, rounds: int, best: dict[str, float], place
         rows.append({"config": f"elastream P={p}", "processes": p, "seconds": s, "tuples_per_s": args.tuples / s,
                      "speedup_vs_plain": plain / s, "speedup_paired": paired_speedups(times, f"p{p}"),
                      "output_equal": True, "placement": placements[f"p{p}"],
-                     "engine_efficiency": best[f"efficiency{p}"]})
+                     "engine_efficiency": _of_best_run(times[f"p{p}"], efficiencies[f"p{p}"])})
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
@@ -381,12 +381,9 @@ def _machine() -> dict[str, Any]:
     return machine()
 
 
-def _keep_best(best: dict[str, float], key: str, seconds: float) -> bool:
-    """Keep ``seconds`` as ``best[key]`` if it is the best so far; True when it is."""
-    if seconds < best.get(key, float("inf")):
-        best[key] = seconds
-        return True
-    return False
+def _of_best_run(seconds: list[float], values: list[float]) -> float:
+    """``values`` of the run whose time is the best of ``seconds`` (the two lists run in step)."""
+    return values[seconds.index(min(seconds))]
 
 
 def _warm_fork_server(args: argparse.Namespace) -> float:

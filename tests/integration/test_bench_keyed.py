@@ -31,7 +31,9 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     # each run over the plain loop of its own repetition (one repetition here: the best times' ratio)
     assert rows[3]["speedup_paired"]["median"] == pytest.approx(rows[3]["speedup_vs_plain"])
     ceiling = result["two_core_ceiling"]  # both pool processes burning at once vs one alone
-    assert 0.5 < ceiling["median"] < 2.5 and len(ceiling["runs"]) == 1 and ceiling["low"] <= ceiling["high"]
+    # A plausible ratio, not a speed check: one 0.1 s slice alone that falls in a slow phase of the VM
+    # makes a single repetition's ratio exceed 2 (2.51 seen in CI).
+    assert 0.5 < ceiling["median"] < 4.0 and len(ceiling["runs"]) == 1 and ceiling["low"] <= ceiling["high"]
 
 
 def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):

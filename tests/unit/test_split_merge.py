@@ -102,9 +102,10 @@ def test_replicas_join_and_leave_while_running_keep_order():
     assert split.active == [1, 2]
 
 
-def piece(seq, parts, offsets, outputs, nested=False, replica=0):
-    """A replica's answer as the merge receives it (inputs counted as the offsets, or 1)."""
-    return (seq, parts, offsets, outputs, nested, replica, len(offsets) if offsets else 1, 0.0)
+def piece(seq, size, offsets, outputs, nested=False, replica=0):
+    """A replica's answer as the merge receives it: ``size`` is the batch's tuple count (inputs counted as
+    the offsets, or 1)."""
+    return (seq, size, offsets, outputs, nested, replica, len(offsets) if offsets else 1, 0.0)
 
 
 def open_merge(capacity: int = 4) -> OrderedMerge:
@@ -115,19 +116,28 @@ def open_merge(capacity: int = 4) -> OrderedMerge:
 
 def test_merge_releases_by_serial_and_assembles_pieces():
     merge = open_merge()
-    assert merge.on_batch([piece(1, 2, [1], [["b1"]], True)], 0) == []
+    assert merge.on_batch([piece(1, 3, [1], [["b1"]], True)], 0) == []
     assert merge.statistics().partial_batches == 1
     assert merge.on_batch([piece(0, 1, None, ["a0", "a1"]), piece(2, 1, None, [])], 0) == ["a0", "a1"]
     # Serial 1's second piece completes it: its inputs' outputs in input order, then serial 2 (no outputs).
-    assert merge.on_batch([piece(1, 2, [0, 2], [["x"], ["y", "z"]], True)], 0) == ["x", "b1", "y", "z"]
+    assert merge.on_batch([piece(1, 3, [0, 2], [["x"], ["y", "z"]], True)], 0) == ["x", "b1", "y", "z"]
     assert merge.statistics().partial_batches == 0
     assert merge.statistics().reorder.emitted == 3
 
 
 def test_merge_one_to_one_pieces_interleave_by_offset():
     merge = open_merge()
-    out = merge.on_batch([piece(0, 2, [0, 2, 3], ["a", "c", "d"]), piece(0, 2, [1, 4], ["b", "e"])], 0)
+    out = merge.on_batch([piece(0, 5, [0, 2, 3], ["a", "c", "d"]), piece(0, 5, [1, 4], ["b", "e"])], 0)
     assert out == ["a", "b", "c", "d", "e"]
+
+
+def test_merge_completes_a_batch_when_its_offsets_add_up_to_its_size_however_many_pieces():
+    merge = open_merge()
+    # A moving partition's tuples left their piece, so batch 0 came in three pieces; batch 1 in one keyed piece.
+    assert merge.on_batch([piece(0, 5, [0, 3], ["a", "d"]), piece(0, 5, [4], ["e"])], 0) == []
+    assert merge.on_batch([piece(1, 2, [1, 0], ["g", "f"])], 0) == []
+    assert merge.on_batch([piece(0, 5, [2, 1], ["c", "b"])], 0) == ["a", "b", "c", "d", "e", "f", "g"]
+    assert merge.statistics().partial_batches == 0
 
 
 def test_merge_empty_outputs_advance_and_parked_batches_are_released():
@@ -157,8 +167,8 @@ def test_replica_per_input_outputs_for_keyed_pieces():
     op = es.ops.FlatMap(lambda x: [x] * x)
     replica = OrderedReplica(op, 0)
     assert not replica.one_to_one
-    assert replica.run_piece((3, 2, [0, 2], [2, 0]))[:7] == (3, 2, [0, 2], [[2, 2], []], True, 0, 2)
-    assert replica.run_piece((4, 1, None, [1, 2]))[:7] == (4, 1, None, [1, 2, 2], False, 0, 2)
+    assert replica.run_piece((3, 3, [0, 2], [2, 0]))[:7] == (3, 3, [0, 2], [[2, 2], []], True, 0, 2)
+    assert replica.run_piece((4, 2, None, [1, 2]))[:7] == (4, 2, None, [1, 2, 2], False, 0, 2)
     assert is_one_to_one(es.ops.Map(abs)) and not is_one_to_one(es.ops.Filter(bool))
 
 
@@ -166,8 +176,8 @@ def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
     split = OrderedSplit(2, key=lambda e: e, partitions=4)
     routed = split._route_by_key(0, [0, 1, 2, 3, 4, 5])
     assert sorted(r for r, _ in routed) == [0, 1]
-    for r, (_, parts, offsets, items) in routed:
-        assert parts == 2 and all(split.table[k % 4] == r for k in items) and list(offsets) == items
+    for r, (_, size, offsets, items) in routed:
+        assert size == 6 and all(split.table[k % 4] == r for k in items) and list(offsets) == items
     rr = OrderedSplit(3)
     assert [rr._route_stateless(s, ["t"])[0][0] for s in range(4)] == [0, 1, 2, 0]
     with pytest.raises(NotImplementedError):
@@ -278,6 +288,27 @@ def test_partitions_move_with_their_state_away_from_a_slow_replica():
     assert sum(1 for r in split.table if r == 1) > 8  # most partitions now live on the fast replica
     done = result.stats.operators
     assert done[replica_name("x", 1)].tuples_in > done[replica_name("x", 0)].tuples_in
+
+
+def test_a_move_takes_its_partitions_queued_tuples_along_and_exports_ahead_of_the_queue():
+    from elastream.ordered.rebalance import Move, SplitMergeLink
+    from elastream.ordered.split_merge import EXPORT_SEQ, IMPORT_SEQ
+
+    split = OrderedSplit(2, key=lambda e: e, partitions=4, link=SplitMergeLink(2))
+    pieces = [piece for _, piece in split._route_by_key(0, list(range(8)))]  # 0, 2, 4, 6 on replica 0
+    split._enqueue(0, pieces[0], 4)
+    split._enqueue(0, (IMPORT_SEQ, 2, {}), 0)                                 # partition 2 came in, is queued
+    split._enqueue(0, (1, 2, None, [4, 2]), 2)                                # a whole batch for replica 0
+    moving = {2: Move(2, 0, 1)}
+    split.table[2] = -1
+    split._take_from_queue(0, moving)
+    queue = [msg for msg, _ in split._queues[0]]
+    assert [m[0] for m in queue] == [0, IMPORT_SEQ, EXPORT_SEQ, 1]   # the export behind the import, ahead of data
+    assert list(queue[0][2]) == [0, 4] and queue[0][3] == [0, 4]       # offsets in the batch kept
+    assert list(queue[3][2]) == [0] and queue[3][3] == [4]
+    assert [(seq, size, list(offs), xs) for seq, size, offs, xs in moving[2].held] == [(0, 8, [2, 6], [2, 6]),
+                                                                                       (1, 2, [1], [2])]
+    assert split.queued() == 3
 
 
 def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():

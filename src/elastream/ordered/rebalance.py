@@ -26,14 +26,18 @@ replica's backlog (tuples sent and not yet finished) and
 A move of partition ``p`` from replica ``a`` to ``b``:
 
 1. the split stops routing ``p`` (its new tuples are held, with their serial
-   numbers) and sends ``a`` an export request behind ``p``'s last tuples;
+   numbers), takes ``p``'s tuples out of the pieces still queued for ``a``
+   (held too, ahead of the new ones) and sends ``a`` an export request right
+   behind what ``a`` has been sent already — so a move waits for ``a``'s
+   window, not for its queue;
 2. ``a``, in stream order, removes ``p``'s keys from its operator's per-key
    state and returns them through the merge (:func:`keyed_state`);
 3. the split sends the state to ``b``, then the held tuples; from then on
    ``p`` goes to ``b``.
 
 Output order is unaffected: tuples keep their ``(seq, offset)`` and the merge
-releases batches by serial number (a batch waits for its held part).
+releases batches by serial number (a batch waits for its held part: it is
+whole once the offsets of its pieces add up to its size).
 
 Threading model: the split and the merge each run in one worker thread at a
 time; they only exchange plain counters (single-writer list slots) and a dict

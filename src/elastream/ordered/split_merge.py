@@ -13,7 +13,10 @@ rewritten as::
   go whole to one replica each; a partitioned one's tuples go by key
   (``hash(key) % partitions`` → a partition → the replica that owns it), so
   one key always meets the same replica and its state stays whole. A batch
-  cut into ``parts`` pieces carries, per piece, the tuples' offsets in the batch.
+  cut into pieces carries, per piece, the tuples' offsets in the batch and the
+  batch's size, so the merge knows the batch is whole when the offsets it got
+  add up to the size — however many pieces that took (a partition that moves
+  takes its queued tuples out of a piece, which then leaves as two).
 * :class:`OrderedReplica` wraps one copy of ``X`` and returns, per piece, the
   outputs of every input — one input that produces several outputs, or none,
   keeps its one place (an empty list still advances the merge).
@@ -45,12 +48,12 @@ taking input only when one queue holds more than ``HOLD`` of its window.
 
 Wire format (plain tuples: they cross shared-memory rings, pickled in batches)
 ------------------------------------------------------------------------------
-* split → replica: ``(seq, parts, offsets, items)`` — ``offsets`` (an
-  ``array('i')``: one block of bytes on the wire, no int object per tuple) holds
-  the tuples' positions in the batch, or is None when ``items`` is the whole
-  batch in order (then ``parts == 1``); and the
+* split → replica: ``(seq, size, offsets, items)`` — ``size`` is the batch's
+  number of tuples; ``offsets`` (an ``array('i')``: one block of bytes on the
+  wire, no int object per tuple) holds the tuples' positions in the batch, or
+  is None when ``items`` is the whole batch in order; and the
   controls ``(EXPORT_SEQ, partition, keys)`` / ``(IMPORT_SEQ, partition, state)``.
-* replica → merge: ``(seq, parts, offsets, outputs, nested, replica, inputs,
+* replica → merge: ``(seq, size, offsets, outputs, nested, replica, inputs,
   busy_s)`` — ``outputs`` is flat (the batch's outputs in order, or one output
   per offset when the operator is one-to-one) unless ``nested``, when
   ``outputs[i]`` is the list of outputs of the input at ``offsets[i]``;
@@ -403,12 +406,46 @@ class OrderedSplit(Operator):
         self._load = [n // 2 for n in self._load]  # recent load: older tuples count less at every decision
         direction = (moves[0][1], moves[0][2]) if moves else None
         moves, self._direction = (moves if direction is not None and direction == self._direction else []), direction
-        for p, source, target in moves:
-            self._moves[p] = Move(p, source, target)
-            self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
-            self._enqueue(source, (EXPORT_SEQ, p, list(self._keys[p])), 0)  # behind p's last queued tuples
         if moves:
+            starting = {p: Move(p, source, target) for p, source, target in moves}
+            for p in starting:
+                self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
+            self._moves.update(starting)
+            self._take_from_queue(moves[0][1], starting)
             await self._flush(outs)
+
+    def _take_from_queue(self, source: int, moving: dict[int, Move]) -> None:
+        """Start moves out of ``source`` (they all leave one replica): take the moving partitions' tuples
+        out of its queue, to follow their state, and queue their export requests ahead of its data.
+
+        The export then waits only for what ``source`` has been sent already, not for its whole queue
+        (moves take effect sooner, and the split may queue more for a slow replica). It stays behind
+        any import still queued there: a partition that arrived and leaves again must arrive first.
+        The tuples taken out go first into each move's ``held`` pieces, in order, with their batch's
+        serial number, size and offsets: the merge completes a batch from any number of pieces.
+        """
+        table = [-1 if p in moving else 0 for p in range(self.partitions)]
+        queue = deque()
+        controls = 0  # the exports go after the last control message
+        for msg, tuples in self._queues[source]:  # type: ignore[index]
+            if msg[0] < 0:
+                queue.append((msg, tuples))
+                controls = len(queue)
+                continue
+            seq, size, offsets, items = msg
+            kept, local, taken = cut_by_key(items, self.key, table, self.partitions, 1)  # type: ignore[arg-type]
+            if not taken:
+                queue.append((msg, tuples))
+                continue
+            for p, (offs, xs) in taken.items():
+                moving[p].held.append((seq, size, _in_batch(offsets, offs), xs))
+            if kept[0]:
+                queue.append(((seq, size, _in_batch(offsets, local[0]), kept[0]), len(kept[0])))
+            self._queued[source] -= tuples - len(kept[0])
+        exports = [((EXPORT_SEQ, p, list(self._keys[p])), 0) for p in moving]
+        for i, export in enumerate(exports):
+            queue.insert(controls + i, export)
+        self._queues[source] = queue  # type: ignore[index]
 
     async def _deliver_states(self, outs: list) -> None:
         states = self.link.states  # type: ignore[union-attr]
@@ -432,24 +469,23 @@ class OrderedSplit(Operator):
         else:
             r = active[self._rr % len(active)]
             self._rr += 1
-        return [(r, (seq, 1, None, items))]
+        return [(r, (seq, len(items), None, items))]
 
     def _route_by_key(self, seq: int, items: list) -> list[tuple[int, tuple]]:
         """Cut a batch by key into one piece per replica; with ``track_keys`` also record each partition's
         keys and load, and hold the tuples of moving partitions."""
-        n = self.n_outputs
+        n, size = self.n_outputs, len(items)
         tracked = self.track_keys
         if n == 1 and not tracked:
-            return [(0, (seq, 1, None, items))]
+            return [(0, (seq, size, None, items))]
         pieces, offsets, held = cut_by_key(items, self.key, self.table, self.partitions, n,  # type: ignore[arg-type]
                                            *((self._load, self._seen, self._keys) if tracked else ()))
         used = [r for r in range(n) if pieces[r]]
-        total = len(used) + len(held)
         for p, (offs, xs) in held.items():
-            self._moves[p].held.append((seq, total, offs, xs))
-        if total == 1 and used:
-            return [(used[0], (seq, 1, None, items))]
-        return [(r, (seq, total, offsets[r], pieces[r])) for r in used]
+            self._moves[p].held.append((seq, size, offs, xs))
+        if len(used) == 1 and not held:
+            return [(used[0], (seq, size, None, items))]
+        return [(r, (seq, size, offsets[r], pieces[r])) for r in used]
 
     def describe(self) -> str:
         mode = "stateless" if self.key is None else f"key, {self.partitions} partitions"
@@ -512,10 +548,10 @@ class OrderedReplica(Operator):
 
     def run_piece(self, piece: tuple) -> tuple:
         """Process one piece from the split; return what the merge expects."""
-        seq, parts, offsets, items = piece
+        seq, size, offsets, items = piece
         t0 = perf_counter()
         outputs, nested = self._outputs(offsets, items)
-        return seq, parts, offsets, outputs, nested, self.index, len(items), perf_counter() - t0
+        return seq, size, offsets, outputs, nested, self.index, len(items), perf_counter() - t0
 
     def _outputs(self, offsets: list[int] | None, items: list) -> tuple[list, bool]:
         on_batch = self.inner.on_batch
@@ -614,19 +650,18 @@ class OrderedMerge(FunctionOperator):
                 r = msg[5]
                 link.done[r] += msg[6]
                 link.busy_s[r] += msg[7]
-            parts = msg[1]
-            if parts == 1:
+            offsets = msg[2]
+            if offsets is None:  # a whole batch
                 self._offer(seq, _flat(msg[3], msg[4]))
                 continue
             got = partial.get(seq)
             if got is None:
-                partial[seq] = [msg]
-            elif len(got) + 1 < parts:
-                got.append(msg)
-            else:
+                got = partial[seq] = [0]  # tuples so far, then the pieces
+            got.append(msg)
+            got[0] += len(offsets)
+            if got[0] == msg[1]:
                 del partial[seq]
-                got.append(msg)
-                self._offer(seq, _assemble(got))
+                self._offer(seq, _assemble(got[1:]))
         if self._parked:
             self._unpark()
         return out
@@ -688,6 +723,12 @@ class OrderedMerge(FunctionOperator):
 
     def describe(self) -> str:
         return f"OrderedMerge({self.reorder}, {self.capacity})"
+
+
+def _in_batch(offsets: array | None, local: array) -> array:
+    """Offsets in the batch of a piece's tuples at positions ``local`` in the piece (``offsets`` None: the
+    piece is the whole batch)."""
+    return local if offsets is None else array("i", [offsets[j] for j in local])
 
 
 def _flat(outputs: list, nested: bool) -> list:

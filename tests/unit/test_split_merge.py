@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from array import array
 
 import pytest
 
@@ -309,6 +310,50 @@ def test_a_move_takes_its_partitions_queued_tuples_along_and_exports_ahead_of_th
     assert [(seq, size, list(offs), xs) for seq, size, offs, xs in moving[2].held] == [(0, 8, [2, 6], [2, 6]),
                                                                                        (1, 2, [1], [2])]
     assert split.queued() == 3
+
+
+def test_a_keyed_split_keeps_feeding_the_others_while_one_replica_queue_is_full():
+    from elastream.ordered.rebalance import HOLD, QUEUE_CAP
+
+    split = OrderedSplit(2, key=lambda e: e, partitions=4)
+    assert not split._must_wait([1.5, 0.2], 1.0)                    # replica 1 still needs input
+    assert split._must_wait([1.0, 1.0], 1.0)                        # every queue is full
+    assert split._must_wait([QUEUE_CAP / HOLD, 0.0], 1.0)           # one queue at its cap: wait anyway
+    assert not split._must_wait([0.4, QUEUE_CAP / HOLD * 0.4], 0.5)  # both below RESUME: go on
+
+
+def _ending_split(rates, backlog, queues):
+    """A keyed split of 2 replicas over 4 partitions (key k → partition k % 4 → replica k % 2) whose input
+    has ended, with measured ``rates``, ``backlog`` tuples sent per replica and ``queues`` of keys."""
+    from elastream.ordered.rebalance import SplitMergeLink
+
+    split = OrderedSplit(2, key=lambda e: e, partitions=4, link=SplitMergeLink(2))
+    split._meter.rates = list(rates)
+    split.link.sent = list(backlog)
+    for r, keys in enumerate(queues):
+        if keys:
+            split._enqueue(r, (0, len(keys), array("i", range(len(keys))), list(keys)), len(keys))
+    return split
+
+
+def test_at_the_end_queued_partitions_move_from_the_replica_that_would_finish_last():
+    # Replica 0 would finish in (100 + 400) / 100 = 5 s, replica 1 in 1 s: partition 2 (300 tuples) moves.
+    split = _ending_split([100.0, 100.0], [100, 100], [[0] * 100 + [2] * 300, []])
+    split._balance_end()
+    assert {p: (m.source, m.target) for p, m in split._moves.items()} == {2: (0, 1)}
+    assert split.table[2] == -1 and split.queued() == 100
+    assert [len(piece[3]) for piece in split._moves[2].held] == [300]
+
+
+def test_at_the_end_nothing_moves_that_would_not_end_the_run_sooner():
+    balanced = _ending_split([100.0, 100.0], [100, 100], [[0] * 100, [1] * 100])
+    balanced._balance_end()
+    # Replica 1 is idle, but what replica 0 was sent takes longer than its queue: a move would only wait.
+    late = _ending_split([100.0, 100.0], [1000, 0], [[0] * 50, []])
+    late._balance_end()
+    unknown = _ending_split([None, 100.0], [100, 0], [[0] * 400, []])
+    unknown._balance_end()
+    assert not balanced._moves and not late._moves and not unknown._moves
 
 
 def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():

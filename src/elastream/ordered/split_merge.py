@@ -44,7 +44,9 @@ per replica: a batch's pieces wait there while their replica's backlog is
 full, so a replica that is slow for a moment (its core shared, its process
 busy with other operators, an export waiting behind its backlog) holds back
 only its own pieces while the other replicas keep working; the split stops
-taking input only when one queue holds more than ``HOLD`` of its window.
+taking input only when every queue holds ``HOLD`` of its replica's window, or
+one holds ``QUEUE_CAP`` windows. Once its input has ended, the split moves
+queued partitions towards the replica that would finish first.
 
 Wire format (plain tuples: they cross shared-memory rings, pickled in batches)
 ------------------------------------------------------------------------------
@@ -84,8 +86,8 @@ from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
-from elastream.ordered.rebalance import (BUSY, HOLD, RESUME, THROTTLE_S, Move, RateMeter, SplitMergeLink, choose_moves,
-                                         keyed_state)
+from elastream.ordered.rebalance import (BUSY, HOLD, QUEUE_CAP, RESUME, THROTTLE_S, Move, RateMeter, SplitMergeLink,
+                                         choose_moves, keyed_state)
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 
 try:
@@ -112,6 +114,9 @@ MERGE_OUTPUT_CAPACITY = 1 << 16
 #: How often (seconds) a split with a link samples its replicas' throughput, and decides on moves.
 CHECK_S = 0.01
 DECIDE_S = 0.2
+#: Once the input has ended, the split looks for moves every CHECK_S, or END_RECHECK_S after it found none
+#: worth making (each look counts the tuples in a queue by partition).
+END_RECHECK_S = 0.05
 
 
 def cut_by_key(items: list, key: Callable[[Any], Any], table: list[int], partitions: int, replicas: int,
@@ -300,9 +305,11 @@ class OrderedSplit(Operator):
                 await self._flush(outs)
             seq += 1
             self.batches = seq
-        # Deliver the partitions still on their way and what waits in the queues.
+        # Deliver the partitions still on their way and what waits in the queues, evening out the end.
         while (self._moves or self.queued()) and not ctx.shutdown_requested:
             await self._deliver_states(outs)
+            if self.moves_enabled and not self._moves:
+                self._balance_end()
             await self._flush(outs)
             if self._moves or self.queued():
                 await ctx.sleep(THROTTLE_S)
@@ -351,9 +358,9 @@ class OrderedSplit(Operator):
     async def _settle(self, ctx) -> None:
         """With a link: deliver returned states, consider a move, and wait while the split must hold back.
 
-        Keyed: flush the per-replica queues and wait while one of them holds
-        more than HOLD of its replica's window. Stateless: wait while every
-        active replica's backlog is full.
+        Keyed: flush the per-replica queues and wait while every one of them
+        holds HOLD of its replica's window, or one holds QUEUE_CAP windows.
+        Stateless: wait while every active replica's backlog is full.
         """
         link = self.link
         outs = ctx.outputs
@@ -375,11 +382,12 @@ class OrderedSplit(Operator):
             await ctx.sleep(THROTTLE_S)  # a timer, not a poll: the worker runs other operators meanwhile
 
     def _must_wait(self, fill: list[float], limit: float) -> bool:
-        """A keyed split waits while any replica's queue is at ``limit`` (a fraction of its bound);
-        a stateless one while every active replica's backlog is (it can send the batch to any of them)."""
+        """A keyed split waits while every replica's queue is at ``limit`` (a fraction of HOLD of its
+        window), or one is at ``limit`` of QUEUE_CAP windows; a stateless one while every active replica's
+        backlog is at ``limit`` (it can send the batch to any of them)."""
         if self.key is None:
             return min(fill[r] for r in self._active) >= limit
-        return max(fill) >= limit
+        return min(fill) >= limit or max(fill) >= limit * QUEUE_CAP / HOLD
 
     async def _balance(self, outs: list) -> None:
         """Sample the replicas' progress every CHECK_S; every DECIDE_S, start the moves their rates call for.
@@ -407,12 +415,59 @@ class OrderedSplit(Operator):
         direction = (moves[0][1], moves[0][2]) if moves else None
         moves, self._direction = (moves if direction is not None and direction == self._direction else []), direction
         if moves:
-            starting = {p: Move(p, source, target) for p, source, target in moves}
-            for p in starting:
-                self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
-            self._moves.update(starting)
-            self._take_from_queue(moves[0][1], starting)
+            self._start_moves(moves)
             await self._flush(outs)
+
+    def _balance_end(self) -> None:
+        """Once the input has ended: move queued partitions from the replica that would finish last to the
+        one that would finish first, while that brings the end of the run closer.
+
+        Each replica's finish is its backlog and queue at its measured rate. A moved partition's tuples
+        reach the target only after the source has done what it was sent (the export waits for it), so
+        a move counts from then on; each partition moves only if the later of the two finishes gets earlier.
+        """
+        now = perf_counter()
+        rates = self._meter.rates
+        if now < self._next_check or any(r is None or r <= 0 for r in rates):
+            return
+        self._next_check = now + CHECK_S
+        link = self.link
+        backlog = link.backlog()  # type: ignore[union-attr]
+        finish = [(b + q) / r for b, q, r in zip(backlog, self._queued, rates)]  # type: ignore[operator]
+        source = max(range(len(finish)), key=finish.__getitem__)
+        target = min(range(len(finish)), key=finish.__getitem__)
+        if finish[source] - finish[target] < CHECK_S or not self._queued[source]:
+            return
+        queued = self._queued_by_partition(source)
+        rs, rt = rates[source], rates[target]
+        fs, ft = finish[source], max(finish[target], backlog[source] / rs)  # type: ignore[operator]
+        moves = []
+        for p in sorted((p for p, n in enumerate(queued) if n), key=lambda p: -queued[p]):
+            n = queued[p]
+            if max(fs - n / rs, ft + n / rt) < max(fs, ft):  # type: ignore[operator]
+                moves.append((p, source, target))
+                fs, ft = fs - n / rs, ft + n / rt  # type: ignore[operator]
+        if moves:
+            self._start_moves(moves)
+        else:  # the queue was counted for nothing: look again later
+            self._next_check = now + END_RECHECK_S
+
+    def _queued_by_partition(self, replica: int) -> list[int]:
+        """Tuples per partition in ``replica``'s queue."""
+        counts = [0] * self.partitions
+        zeros = [0] * self.partitions
+        for msg, _ in self._queues[replica]:  # type: ignore[index]
+            if msg[0] >= 0:
+                cut_by_key(msg[3], self.key, zeros, self.partitions, 1, counts)  # type: ignore[arg-type]
+        return counts
+
+    def _start_moves(self, moves: list[tuple[int, int, int]]) -> None:
+        """Start moves ``(partition, source, target)`` that all leave one source."""
+        starting = {p: Move(p, source, target) for p, source, target in moves}
+        for p in starting:
+            self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
+        self._moves.update(starting)
+        self._take_from_queue(moves[0][1], starting)
 
     def _take_from_queue(self, source: int, moving: dict[int, Move]) -> None:
         """Start moves out of ``source`` (they all leave one replica): take the moving partitions' tuples

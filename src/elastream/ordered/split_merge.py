@@ -470,8 +470,8 @@ class OrderedSplit(Operator):
         self._take_from_queue(moves[0][1], starting)
 
     def _take_from_queue(self, source: int, moving: dict[int, Move]) -> None:
-        """Start moves out of ``source`` (they all leave one replica): take the moving partitions' tuples
-        out of its queue, to follow their state, and queue their export requests ahead of its data.
+        """For moves out of ``source``: take the moving partitions' tuples out of its queue, to follow
+        their state, and queue their export requests ahead of its data.
 
         The export then waits only for what ``source`` has been sent already, not for its whole queue
         (moves take effect sooner, and the split may queue more for a slow replica). It stays behind
@@ -480,7 +480,7 @@ class OrderedSplit(Operator):
         serial number, size and offsets: the merge completes a batch from any number of pieces.
         """
         table = [-1 if p in moving else 0 for p in range(self.partitions)]
-        queue = deque()
+        queue: deque = deque()
         controls = 0  # the exports go after the last control message
         for msg, tuples in self._queues[source]:  # type: ignore[index]
             if msg[0] < 0:

@@ -20,7 +20,10 @@ output is ``(key, running sum)`` per tuple, in input order.
   wall-clock seconds: the share of the cores the user's function had. What is
   missing is elastream's own work (routing, merging, moving tuples between
   processes, scheduling), idle time and the start; a slow phase of the VM
-  slows the function itself and shows in the ceiling, not here.
+  slows the function itself and shows in the ceiling, not here. The
+  *engine losses* of that run (:func:`engine_losses`) split the missing
+  core-seconds into elastream's own operators, idle workers, cores before a
+  process's worker started or after it ended, and the gaps between activations.
 * the *two-core ceiling* (with the hand-split) — no data at all: short
   slices of the per-tuple function in one pool process alone, alternating
   with slices in both at once; the ratio of calls made is what two cores give
@@ -199,7 +202,8 @@ def build_flow(data: list[tuple[int, int]], rounds: int, partitions: int) -> es.
 
 
 def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args: argparse.Namespace) -> Any:
-    """One timed ``Runner.run`` of the flow on ``processes`` processes; returns (seconds, outputs, placement)."""
+    """One timed ``Runner.run`` of the flow on ``processes`` processes; returns (seconds, outputs, placement,
+    engine), ``engine`` the run's efficiency and :func:`engine_losses`."""
     flow = build_flow(data, rounds, args.partitions)
     placement: Any = "auto"
     if processes > 1:
@@ -210,7 +214,28 @@ def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args
     t0 = time.perf_counter()
     result = runner.run(flow, timeout=600)
     seconds = time.perf_counter() - t0
-    return seconds, result.outputs["out"], placement, function_busy_s(result.stats) / (processes * seconds)
+    engine = {"efficiency": function_busy_s(result.stats) / (processes * seconds),
+              **engine_losses(result.stats, processes, seconds)}
+    return seconds, result.outputs["out"], placement, engine
+
+
+def engine_losses(stats: Any, processes: int, seconds: float) -> dict[str, float]:
+    """Where the core-seconds the per-tuple function did not get went, in one run (one worker per process).
+
+    ``lost_s`` = ``processes × seconds`` minus the function's busy seconds, made of ``own_work_s`` (the
+    workers' busy seconds in elastream's own operators: split, merge, ring proxies, source, sink),
+    ``idle_s`` (workers waiting for work), ``not_alive_s`` (cores before a process's worker started and
+    after it ended: the start, the end of the run, the teardown) and ``between_s`` (the rest: scheduling
+    between activations, GIL hand-offs).
+    """
+    function = function_busy_s(stats)
+    workers = stats.workers
+    own = sum(w.busy_s for w in workers) - function
+    idle = sum(w.idle_s for w in workers)
+    not_alive = processes * seconds - sum(w.alive_s for w in workers)
+    lost = processes * seconds - function
+    return {"lost_s": lost, "own_work_s": own, "idle_s": idle, "not_alive_s": not_alive,
+            "between_s": lost - own - idle - not_alive}
 
 
 def function_busy_s(stats: Any) -> float:
@@ -226,25 +251,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds = checked_rounds(data, calibrate(args.cost_us), args.cost_us)
     server_start_s = _warm_fork_server(args) if args.start_method == "forkserver" else None
     times: dict[str, list[float]] = {}       # every run's seconds, by row, in repetition order
-    efficiencies: dict[str, list[float]] = {}  # and each elastream run's engine efficiency
+    engines: dict[str, list[dict[str, float]]] = {}  # and each elastream run's efficiency and losses
     reference: list | None = None
     placements: dict[str, Any] = {}
     ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
     try:
         for _ in range(max(1, args.repeat)):
-            reference = _one_round(data, rounds, args, times, efficiencies, reference, placements, pool)
+            reference = _one_round(data, rounds, args, times, engines, reference, placements, pool)
             if pool is not None:
                 ceilings.append(_run_ceiling(pool, rounds))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    return _result(args, rounds, times, efficiencies, placements, server_start_s, ceilings)
+    return _result(args, rounds, times, engines, placements, server_start_s, ceilings)
 
 
 def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[str, list[float]],
-               efficiencies: dict[str, list[float]], reference: list | None, placements: dict[str, Any],
+               engines: dict[str, list[dict[str, float]]], reference: list | None, placements: dict[str, Any],
                pool: Any) -> list:
     """One repetition: the plain loop, the hand-split reference, every process count (appended to ``times``)."""
     t0 = time.perf_counter()
@@ -256,11 +281,11 @@ def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[st
     if pool is not None:
         _note(times, "hand", _run_hand(pool, data, rounds, reference))
     for p in args.processes:
-        seconds, outputs, placement, efficiency = run_elastream(data, rounds, p, args)
+        seconds, outputs, placement, engine = run_elastream(data, rounds, p, args)
         if outputs != reference:
             raise AssertionError(f"elastream with {p} processes produced different output than the plain loop")
         _note(times, f"p{p}", seconds)
-        _note(efficiencies, f"p{p}", efficiency)
+        _note(engines, f"p{p}", engine)
         placements[f"p{p}"] = placement
     return reference
 
@@ -341,10 +366,10 @@ def paired_speedups(times: dict[str, list[float]], key: str) -> dict[str, float]
 
 
 def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]],
-            efficiencies: dict[str, list[float]], placements: dict[str, Any], server_start_s: float | None,
+            engines: dict[str, list[dict[str, float]]], placements: dict[str, Any], server_start_s: float | None,
             ceilings: list[float] | None = None) -> dict[str, Any]:
-    """The JSON-ready result: each row's best time (and the engine efficiency of that run), and its
-    speed-ups paired by repetition."""
+    """The JSON-ready result: each row's best time (and the engine efficiency and losses of that run), and
+    its speed-ups paired by repetition."""
     best = {key: min(values) for key, values in times.items()}
     plain = best["plain"]
     rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
@@ -355,10 +380,12 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
                      "speedup_paired": paired_speedups(times, "hand"), "output_equal": None, "reference": True})
     for p in args.processes:
         s = best[f"p{p}"]
+        engine = dict(_of_best_run(times[f"p{p}"], engines[f"p{p}"]))
+        efficiency = engine.pop("efficiency")
         rows.append({"config": f"elastream P={p}", "processes": p, "seconds": s, "tuples_per_s": args.tuples / s,
                      "speedup_vs_plain": plain / s, "speedup_paired": paired_speedups(times, f"p{p}"),
                      "output_equal": True, "placement": placements[f"p{p}"],
-                     "engine_efficiency": _of_best_run(times[f"p{p}"], efficiencies[f"p{p}"])})
+                     "engine_efficiency": efficiency, "engine_losses": engine})
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
@@ -381,7 +408,7 @@ def _machine() -> dict[str, Any]:
     return machine()
 
 
-def _of_best_run(seconds: list[float], values: list[float]) -> float:
+def _of_best_run(seconds: list[float], values: list[Any]) -> Any:
     """``values`` of the run whose time is the best of ``seconds`` (the two lists run in step)."""
     return values[seconds.index(min(seconds))]
 
@@ -435,6 +462,13 @@ def print_report(result: dict[str, Any], console: Console) -> None:
                       f"elastream P=2 / plain loop is {p2['speedup_vs_plain'] / ceiling['median']:.2f} of it")
     console.print("engine efficiency: the seconds the per-tuple function ran over processes x wall-clock seconds "
                   "(the rest is elastream's own work, idle time and the start)")
+    for r in result["results"]:
+        losses = r.get("engine_losses")
+        if losses is not None:
+            console.print(f"{r['config']}, best run: of {r['processes']} x {r['seconds']:.2f} core-seconds the function "
+                          f"missed {losses['lost_s']:.3f}: elastream's own operators {losses['own_work_s']:.3f}, "
+                          f"idle {losses['idle_s']:.3f}, before start / after end {losses['not_alive_s']:.3f}, "
+                          f"between activations {losses['between_s']:.3f}")
     console.print(result["note"])
     console.print(f"best of {result['repeat']}; load average (1 min) {result['machine']['load_average_1min']:.2f}")
 

@@ -171,6 +171,12 @@ def _keyed_md(r: dict[str, Any]) -> str:
         limit += (f" Engine efficiency (the seconds the per-tuple function ran over processes × wall-clock "
                   f"seconds; the rest is elastream's routing, merging, moving tuples between processes, "
                   f"scheduling, idle time and the start): {p2['engine_efficiency']:.0%} at P=2.")
+    losses = p2.get("engine_losses") if p2 is not None else None
+    if losses is not None:
+        limit += (f" Of the {p2['processes'] * p2['seconds']:.2f} core-seconds of that run the function missed "
+                  f"{losses['lost_s']:.2f}: elastream's own operators {losses['own_work_s']:.2f}, idle "
+                  f"{losses['idle_s']:.2f}, before start / after end {losses['not_alive_s']:.2f}, between "
+                  f"activations {losses['between_s']:.2f}.")
     return (f"**Keyed running sum** — `{r['command']}`: {r['tuples']:,} tuples, {r['keys']:,} keys, about "
             f"{r['cost_us']:g} µs of pure Python per tuple, ordered output checked against the plain loop "
             f"(goal: P=2 ≥ {r['goal_speedup_p2']}×). {r['note']}{limit}\n\n" + table)

@@ -28,6 +28,12 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     assert rows[0]["speedup_vs_plain"] == 1.0
     # the share of processes x wall-clock time the per-tuple function's operator (or its replicas) was busy
     assert all(0.0 < r["engine_efficiency"] <= 1.0 for r in rows[2:]) and "engine_efficiency" not in rows[0]
+    for r in rows[2:]:  # what the function missed of processes x wall-clock seconds, and where it went
+        losses = r["engine_losses"]
+        assert losses["lost_s"] == pytest.approx(r["processes"] * r["seconds"] * (1 - r["engine_efficiency"]))
+        assert losses["own_work_s"] > 0 and losses["idle_s"] >= 0 and losses["not_alive_s"] > 0
+        assert sum(losses[k] for k in ("own_work_s", "idle_s", "not_alive_s", "between_s")) == \
+            pytest.approx(losses["lost_s"])
     # each run over the plain loop of its own repetition (one repetition here: the best times' ratio)
     assert rows[3]["speedup_paired"]["median"] == pytest.approx(rows[3]["speedup_vs_plain"])
     ceiling = result["two_core_ceiling"]  # both pool processes burning at once vs one alone
@@ -75,6 +81,29 @@ def test_ceiling_summary_skips_runs_without_a_pair():
 def test_burn_for_counts_calls_in_its_time():
     calls, pid = keyed.burn_for((1, 0.01))
     assert calls >= 100 and calls % 100 == 0 and pid > 0
+
+
+def test_engine_losses_split_what_the_function_missed():
+    from types import SimpleNamespace as NS
+
+    stats = NS(operators={"sum#0": NS(busy_s=1.6), "sum#1": NS(busy_s=1.7), "sum#split": NS(busy_s=0.1)},
+               workers=(NS(busy_s=1.8, idle_s=0.05, alive_s=1.95), NS(busy_s=1.75, idle_s=0.1, alive_s=1.9)))
+    losses = keyed.engine_losses(stats, 2, 2.0)  # 4 core-seconds, the function had 3.3
+    assert losses["lost_s"] == pytest.approx(0.7) and losses["own_work_s"] == pytest.approx(0.25)
+    assert losses["idle_s"] == pytest.approx(0.15) and losses["not_alive_s"] == pytest.approx(0.15)
+    assert losses["between_s"] == pytest.approx(0.15)
+
+
+def test_readme_paragraph_names_the_p2_losses():
+    from elastream.bench.report import _keyed_md
+
+    rows = [{"config": "plain loop", "processes": 1, "seconds": 4.0, "tuples_per_s": 5e4, "speedup_vs_plain": 1.0},
+            {"config": "elastream P=2", "processes": 2, "seconds": 2.0, "tuples_per_s": 1e5, "speedup_vs_plain": 2.0,
+             "engine_efficiency": 0.825, "engine_losses": {"lost_s": 0.7, "own_work_s": 0.25, "idle_s": 0.15,
+                                                           "not_alive_s": 0.15, "between_s": 0.15}}]
+    text = _keyed_md({"command": "elastream bench keyed --json", "tuples": 200_000, "keys": 1000, "cost_us": 20.0,
+                      "goal_speedup_p2": 1.8, "note": "GIL case: hold.", "results": rows})
+    assert "Of the 4.00 core-seconds of that run the function missed 0.70: elastream's own operators 0.25" in text
 
 
 def test_function_busy_counts_the_operator_or_its_replicas_only():

@@ -427,26 +427,26 @@ class OrderedSplit(Operator):
         a move counts from then on; each partition moves only if the later of the two finishes gets earlier.
         """
         now = perf_counter()
-        rates = self._meter.rates
-        if now < self._next_check or any(r is None or r <= 0 for r in rates):
+        measured = self._meter.rates
+        if now < self._next_check or any(r is None or r <= 0 for r in measured):
             return
         self._next_check = now + CHECK_S
-        link = self.link
-        backlog = link.backlog()  # type: ignore[union-attr]
-        finish = [(b + q) / r for b, q, r in zip(backlog, self._queued, rates)]  # type: ignore[operator]
+        rates = [float(r) for r in measured]  # type: ignore[arg-type]
+        backlog = self.link.backlog()  # type: ignore[union-attr]
+        finish = [(b + q) / r for b, q, r in zip(backlog, self._queued, rates)]
         source = max(range(len(finish)), key=finish.__getitem__)
         target = min(range(len(finish)), key=finish.__getitem__)
         if finish[source] - finish[target] < CHECK_S or not self._queued[source]:
             return
         queued = self._queued_by_partition(source)
         rs, rt = rates[source], rates[target]
-        fs, ft = finish[source], max(finish[target], backlog[source] / rs)  # type: ignore[operator]
+        fs, ft = finish[source], max(finish[target], backlog[source] / rs)
         moves = []
         for p in sorted((p for p, n in enumerate(queued) if n), key=lambda p: -queued[p]):
             n = queued[p]
-            if max(fs - n / rs, ft + n / rt) < max(fs, ft):  # type: ignore[operator]
+            if max(fs - n / rs, ft + n / rt) < max(fs, ft):
                 moves.append((p, source, target))
-                fs, ft = fs - n / rs, ft + n / rt  # type: ignore[operator]
+                fs, ft = fs - n / rs, ft + n / rt
         if moves:
             self._start_moves(moves)
         else:  # the queue was counted for nothing: look again later
@@ -455,10 +455,10 @@ class OrderedSplit(Operator):
     def _queued_by_partition(self, replica: int) -> list[int]:
         """Tuples per partition in ``replica``'s queue."""
         counts = [0] * self.partitions
-        zeros = [0] * self.partitions
+        one_replica = [0] * self.partitions  # only the counts matter
         for msg, _ in self._queues[replica]:  # type: ignore[index]
             if msg[0] >= 0:
-                cut_by_key(msg[3], self.key, zeros, self.partitions, 1, counts)  # type: ignore[arg-type]
+                cut_by_key(msg[3], self.key, one_replica, self.partitions, 1, counts)  # type: ignore[arg-type]
         return counts
 
     def _start_moves(self, moves: list[tuple[int, int, int]]) -> None:

@@ -24,6 +24,12 @@ output is ``(key, running sum)`` per tuple, in input order.
   *engine losses* of that run (:func:`engine_losses`) split the missing
   core-seconds into elastream's own operators, idle workers, cores before a
   process's worker started or after it ended, and the gaps between activations.
+* the *function slowdown* of each elastream and hand-split run — the per-tuple
+  function's seconds in that run (the replicas' busy time; the hand-split
+  workers' loops) over the plain loop's seconds in the same repetition: above
+  1 when the function itself ran slower per tuple, as it does when both cores
+  of a VM are busy at once. It closes the account of a run:
+  plain loop / run = processes × engine efficiency ÷ function slowdown.
 * the *two-core ceiling* (with the hand-split) — no data at all: short
   slices of the per-tuple function in one pool process alone, alternating
   with slices in both at once; the ratio of calls made is what two cores give
@@ -203,7 +209,7 @@ def build_flow(data: list[tuple[int, int]], rounds: int, partitions: int) -> es.
 
 def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args: argparse.Namespace) -> Any:
     """One timed ``Runner.run`` of the flow on ``processes`` processes; returns (seconds, outputs, placement,
-    engine), ``engine`` the run's efficiency and :func:`engine_losses`."""
+    engine), ``engine`` the function's busy seconds, the run's efficiency and :func:`engine_losses`."""
     flow = build_flow(data, rounds, args.partitions)
     placement: Any = "auto"
     if processes > 1:
@@ -214,7 +220,8 @@ def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args
     t0 = time.perf_counter()
     result = runner.run(flow, timeout=600)
     seconds = time.perf_counter() - t0
-    engine = {"efficiency": function_busy_s(result.stats) / (processes * seconds),
+    function_s = function_busy_s(result.stats)
+    engine = {"function_s": function_s, "efficiency": function_s / (processes * seconds),
               **engine_losses(result.stats, processes, seconds)}
     return seconds, result.outputs["out"], placement, engine
 
@@ -251,27 +258,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rounds = checked_rounds(data, calibrate(args.cost_us), args.cost_us)
     server_start_s = _warm_fork_server(args) if args.start_method == "forkserver" else None
     times: dict[str, list[float]] = {}       # every run's seconds, by row, in repetition order
-    engines: dict[str, list[dict[str, float]]] = {}  # and each elastream run's efficiency and losses
+    details: dict[str, list[dict[str, float]]] = {}  # and each run's function seconds (elastream: and losses)
     reference: list | None = None
     placements: dict[str, Any] = {}
     ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
     try:
         for _ in range(max(1, args.repeat)):
-            reference = _one_round(data, rounds, args, times, engines, reference, placements, pool)
+            reference = _one_round(data, rounds, args, times, details, reference, placements, pool)
             if pool is not None:
                 ceilings.append(_run_ceiling(pool, rounds))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    return _result(args, rounds, times, engines, placements, server_start_s, ceilings)
+    return _result(args, rounds, times, details, placements, server_start_s, ceilings)
 
 
 def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[str, list[float]],
-               engines: dict[str, list[dict[str, float]]], reference: list | None, placements: dict[str, Any],
+               details: dict[str, list[dict[str, float]]], reference: list | None, placements: dict[str, Any],
                pool: Any) -> list:
-    """One repetition: the plain loop, the hand-split reference, every process count (appended to ``times``)."""
+    """One repetition: the plain loop, the hand-split reference, every process count (appended to ``times``
+    and ``details``)."""
     t0 = time.perf_counter()
     expected = plain_loop(data, rounds)
     _note(times, "plain", time.perf_counter() - t0)
@@ -279,13 +287,15 @@ def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[st
     if expected != reference:
         raise AssertionError("the plain loop is not deterministic")
     if pool is not None:
-        _note(times, "hand", _run_hand(pool, data, rounds, reference))
+        seconds, function_s = _run_hand(pool, data, rounds, reference)
+        _note(times, "hand", seconds)
+        _note(details, "hand", {"function_s": function_s})
     for p in args.processes:
         seconds, outputs, placement, engine = run_elastream(data, rounds, p, args)
         if outputs != reference:
             raise AssertionError(f"elastream with {p} processes produced different output than the plain loop")
         _note(times, f"p{p}", seconds)
-        _note(engines, f"p{p}", engine)
+        _note(details, f"p{p}", engine)
         placements[f"p{p}"] = placement
     return reference
 
@@ -299,27 +309,30 @@ def _hand_pool(args: argparse.Namespace) -> Any:
     return pool
 
 
-def plain_loop_final(job: tuple[list[tuple[int, int]], int]) -> dict[int, int]:
-    """The hand-split worker: the plain loop over its share; returns only the final sum per key."""
+def plain_loop_final(job: tuple[list[tuple[int, int]], int]) -> tuple[dict[int, int], float]:
+    """The hand-split worker: the plain loop over its share; returns only the final sum per key, and the
+    loop's seconds."""
     data, rounds = job
     step = partial(add_burned, rounds)
     sums: dict[int, int] = {}
+    t0 = time.perf_counter()
     for item in data:
         k = item[0]
         sums[k] = step(sums.get(k, 0), item)
-    return sums
+    return sums, time.perf_counter() - t0
 
 
-def _run_hand(pool: Any, data: list, rounds: int, reference: list) -> float:
-    """Time the two halves on the pool; check the final sums against the plain loop's."""
+def _run_hand(pool: Any, data: list, rounds: int, reference: list) -> tuple[float, float]:
+    """Time the two halves on the pool; check the final sums against the plain loop's. Returns the seconds
+    and the two workers' loops' seconds added up."""
     halves = [[x for x in data if x[0] % 2 == r] for r in range(2)]
     t0 = time.perf_counter()
     parts = pool.map(plain_loop_final, [(h, rounds) for h in halves])
     seconds = time.perf_counter() - t0
-    final = {**parts[0], **parts[1]}
+    final = {**parts[0][0], **parts[1][0]}
     if final != dict(reference):
         raise AssertionError("the hand-split reference disagrees with the plain loop's final sums")
-    return seconds
+    return seconds, parts[0][1] + parts[1][1]
 
 
 def burn_for(job: tuple[int, float]) -> tuple[int, int]:
@@ -365,11 +378,23 @@ def paired_speedups(times: dict[str, list[float]], key: str) -> dict[str, float]
     return {"median": statistics.median(pairs), "low": min(pairs), "high": max(pairs)}
 
 
+def function_slowdowns(times: dict[str, list[float]], details: dict[str, list[dict[str, float]]],
+                       key: str) -> dict[str, float]:
+    """``key``'s function seconds over the plain loop's seconds of the same repetition: in its best run, and
+    the median over the runs (both cover every tuple, so this is the ratio of seconds per tuple).
+
+    Example: ``function_slowdowns({"plain": [4.0, 3.0], "p2": [2.0, 1.9]}, {"p2": [{"function_s": 4.4},
+    {"function_s": 3.6}]}, "p2")`` → best run 1.2 (its 3.6 s against 3.0 s), median 1.15
+    """
+    ratios = [d["function_s"] / p for p, d in zip(times["plain"], details[key])]
+    return {"best_run": _of_best_run(times[key], ratios), "median": statistics.median(ratios)}
+
+
 def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]],
-            engines: dict[str, list[dict[str, float]]], placements: dict[str, Any], server_start_s: float | None,
+            details: dict[str, list[dict[str, float]]], placements: dict[str, Any], server_start_s: float | None,
             ceilings: list[float] | None = None) -> dict[str, Any]:
-    """The JSON-ready result: each row's best time (and the engine efficiency and losses of that run), and
-    its speed-ups paired by repetition."""
+    """The JSON-ready result: each row's best time (and the engine efficiency and losses of that run), its
+    speed-ups paired by repetition and its function slowdowns."""
     best = {key: min(values) for key, values in times.items()}
     plain = best["plain"]
     rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
@@ -377,20 +402,30 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
     if "hand" in best:
         rows.append({"config": "hand-split 2 processes", "processes": 2, "seconds": best["hand"],
                      "tuples_per_s": args.tuples / best["hand"], "speedup_vs_plain": plain / best["hand"],
-                     "speedup_paired": paired_speedups(times, "hand"), "output_equal": None, "reference": True})
+                     "speedup_paired": paired_speedups(times, "hand"),
+                     "function_slowdown": function_slowdowns(times, details, "hand"), "output_equal": None,
+                     "reference": True})
     for p in args.processes:
         s = best[f"p{p}"]
-        engine = dict(_of_best_run(times[f"p{p}"], engines[f"p{p}"]))
+        engine = dict(_of_best_run(times[f"p{p}"], details[f"p{p}"]))
         efficiency = engine.pop("efficiency")
+        del engine["function_s"]
         rows.append({"config": f"elastream P={p}", "processes": p, "seconds": s, "tuples_per_s": args.tuples / s,
                      "speedup_vs_plain": plain / s, "speedup_paired": paired_speedups(times, f"p{p}"),
                      "output_equal": True, "placement": placements[f"p{p}"],
-                     "engine_efficiency": efficiency, "engine_losses": engine})
+                     "engine_efficiency": efficiency, "engine_losses": engine,
+                     "function_slowdown": function_slowdowns(times, details, f"p{p}")})
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
             "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows,
             "two_core_ceiling": _ceiling_summary(ceilings or []), "machine": _machine()}
+
+
+def paired_from_parts(row: dict[str, Any]) -> float:
+    """An elastream row's best run over the plain loop of its repetition, from its parts: processes × engine
+    efficiency ÷ function slowdown (the function's seconds cancel out)."""
+    return row["processes"] * row["engine_efficiency"] / row["function_slowdown"]["best_run"]
 
 
 def _ceiling_summary(ceilings: list[float]) -> dict[str, Any] | None:
@@ -469,6 +504,14 @@ def print_report(result: dict[str, Any], console: Console) -> None:
                           f"missed {losses['lost_s']:.3f}: elastream's own operators {losses['own_work_s']:.3f}, "
                           f"idle {losses['idle_s']:.3f}, before start / after end {losses['not_alive_s']:.3f}, "
                           f"between activations {losses['between_s']:.3f}")
+    for r in result["results"]:
+        slowdown = r.get("function_slowdown")
+        if slowdown is not None:
+            console.print(f"{r['config']}: per tuple the function took {slowdown['best_run']:.2f}x the plain loop's time "
+                          f"in the best run (median of the runs {slowdown['median']:.2f}x)"
+                          + (f"; so that run gave {r['processes']} x {r['engine_efficiency']:.0%} / "
+                             f"{slowdown['best_run']:.2f} = {paired_from_parts(r):.2f}x the plain loop timed just "
+                             f"before it" if "engine_efficiency" in r else ""))
     console.print(result["note"])
     console.print(f"best of {result['repeat']}; load average (1 min) {result['machine']['load_average_1min']:.2f}")
 

@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from elastream.bench._common import fmt, machine
+from elastream.bench.keyed import paired_from_parts
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
@@ -177,6 +178,15 @@ def _keyed_md(r: dict[str, Any]) -> str:
                   f"{losses['lost_s']:.2f}: elastream's own operators {losses['own_work_s']:.2f}, idle "
                   f"{losses['idle_s']:.2f}, before start / after end {losses['not_alive_s']:.2f}, between "
                   f"activations {losses['between_s']:.2f}.")
+    slowdown = p2.get("function_slowdown") if p2 is not None else None
+    if slowdown is not None:
+        hand = next((x.get("function_slowdown") for x in r["results"] if x["config"].startswith("hand-split")), None)
+        limit += (f" Per tuple, the function itself took {slowdown['best_run']:.2f}× the plain loop's time in that "
+                  f"run (median of the runs {slowdown['median']:.2f}×"
+                  + (f"; the hand-split's workers, both cores busy without elastream: median {hand['median']:.2f}×"
+                     if hand else "")
+                  + f"), so that run gave {p2['processes']} × {p2['engine_efficiency']:.0%} ÷ {slowdown['best_run']:.2f} = "
+                  f"{paired_from_parts(p2):.2f}× the plain loop timed just before it.")
     return (f"**Keyed running sum** — `{r['command']}`: {r['tuples']:,} tuples, {r['keys']:,} keys, about "
             f"{r['cost_us']:g} µs of pure Python per tuple, ordered output checked against the plain loop "
             f"(goal: P=2 ≥ {r['goal_speedup_p2']}×). {r['note']}{limit}\n\n" + table)

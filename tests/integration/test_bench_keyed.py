@@ -36,6 +36,12 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
             pytest.approx(losses["lost_s"])
     # each run over the plain loop of its own repetition (one repetition here: the best times' ratio)
     assert rows[3]["speedup_paired"]["median"] == pytest.approx(rows[3]["speedup_vs_plain"])
+    # the function's seconds over the plain loop's close the account: processes x efficiency / slowdown
+    assert rows[1]["function_slowdown"]["best_run"] > 0 and "function_slowdown" not in rows[0]
+    for r in rows[2:]:
+        slowdown = r["function_slowdown"]
+        assert slowdown["best_run"] == slowdown["median"] > 0
+        assert keyed.paired_from_parts(r) == pytest.approx(r["speedup_vs_plain"])
     ceiling = result["two_core_ceiling"]  # both pool processes burning at once vs one alone
     # A plausible ratio, not a speed check: one 0.1 s slice alone that falls in a slow phase of the VM
     # makes a single repetition's ratio exceed 2 (2.51 seen in CI).
@@ -83,6 +89,15 @@ def test_burn_for_counts_calls_in_its_time():
     assert calls >= 100 and calls % 100 == 0 and pid > 0
 
 
+def test_function_slowdowns_pair_each_run_with_its_plain_loop():
+    times = {"plain": [4.0, 3.0, 5.0], "p2": [2.0, 1.9, 2.5]}
+    details = {"p2": [{"function_s": 4.4}, {"function_s": 3.6}, {"function_s": 5.25}]}
+    slowdown = keyed.function_slowdowns(times, details, "p2")  # 1.1, 1.2, 1.05
+    assert slowdown["best_run"] == pytest.approx(1.2) and slowdown["median"] == pytest.approx(1.1)
+    row = {"processes": 2, "engine_efficiency": 3.6 / (2 * 1.9), "function_slowdown": slowdown}
+    assert keyed.paired_from_parts(row) == pytest.approx(3.0 / 1.9)  # that repetition's plain loop / run
+
+
 def test_engine_losses_split_what_the_function_missed():
     from types import SimpleNamespace as NS
 
@@ -104,6 +119,14 @@ def test_readme_paragraph_names_the_p2_losses():
     text = _keyed_md({"command": "elastream bench keyed --json", "tuples": 200_000, "keys": 1000, "cost_us": 20.0,
                       "goal_speedup_p2": 1.8, "note": "GIL case: hold.", "results": rows})
     assert "Of the 4.00 core-seconds of that run the function missed 0.70: elastream's own operators 0.25" in text
+    rows[1]["function_slowdown"] = {"best_run": 0.825, "median": 0.9}
+    rows.insert(1, {"config": "hand-split 2 processes", "processes": 2, "seconds": 2.1, "tuples_per_s": 9e4,
+                    "speedup_vs_plain": 1.9, "function_slowdown": {"best_run": 1.02, "median": 1.05}})
+    text = _keyed_md({"command": "elastream bench keyed --json", "tuples": 200_000, "keys": 1000, "cost_us": 20.0,
+                      "goal_speedup_p2": 1.8, "note": "GIL case: hold.", "results": rows})
+    assert ("Per tuple, the function itself took 0.82× the plain loop's time in that run (median of the runs 0.90×; "
+            "the hand-split's workers, both cores busy without elastream: median 1.05×), so that run gave "
+            "2 × 82% ÷ 0.82 = 2.00× the plain loop timed just before it.") in text
 
 
 def test_function_busy_counts_the_operator_or_its_replicas_only():

@@ -24,11 +24,12 @@ output is ``(key, running sum)`` per tuple, in input order.
   *engine losses* of that run (:func:`engine_losses`) split the missing
   core-seconds into elastream's own operators, idle workers, cores before a
   process's worker started or after it ended, and the gaps between activations.
-* the *function slowdown* of each elastream and hand-split run — the per-tuple
-  function's seconds in that run (the replicas' busy time; the hand-split
-  workers' loops) over the plain loop's seconds in the same repetition: above
-  1 when the function itself ran slower per tuple, as it does when both cores
-  of a VM are busy at once. It closes the account of a run:
+* the *function slowdown* of each elastream and hand-split run — the
+  per-tuple function's seconds in that run (the replicas' busy time; the
+  hand-split workers' loops, which keep no outputs and so read a little low)
+  over the plain loop's seconds in the same repetition: above 1 when the
+  function itself ran slower per tuple, as it does when both cores of a VM are
+  busy at once. It closes the account of a run:
   plain loop / run = processes × engine efficiency ÷ function slowdown.
 * the *two-core ceiling* (with the hand-split) — no data at all: short
   slices of the per-tuple function in one pool process alone, alternating

@@ -17,6 +17,19 @@ of nanoseconds).
 Frame: ``u8 magic, u8 kind, u16 0, u32 n`` (n out-of-band buffers), then ``n``
 u64 buffer lengths, the pickle stream, and the buffers back to back.
 
+Lists of flat numeric tuples — ``(int, int)`` keyed pairs, rows of floats — are
+the bulk of what a replicated operator's split and merge send, and pickle spends
+~130 ns writing and ~150 ns reading each such tuple. With the C extension
+``_rowsfast`` built, :meth:`PickleCodec.encode_batch` packs every list of at least
+:data:`ROWS_MIN` of them, be it the batch itself or a list field of a tuple in it,
+into one block of 8-byte values that travels as an out-of-band buffer: ~14 ns a
+tuple to write, and reading it back creates only the tuples and their numbers.
+Only exact tuples of one arity whose columns hold exact ints within 64 bits or
+exact floats qualify (a bool, a bigger int, a tuple subclass keep pickle), so
+what is decoded equals what was encoded, types included. Unlike pickle, a
+packed list referenced twice in one batch arrives as two equal lists (batches
+share no objects with each other either).
+
 Objects plain pickle refuses (lambdas, local functions and classes) are
 pickled with ``cloudpickle`` instead; the output is still read by
 ``pickle.loads`` (cloudpickle must be importable where it is decoded).
@@ -33,7 +46,17 @@ import struct
 from collections.abc import Iterable
 from typing import Any, Protocol, Union, runtime_checkable
 
+try:
+    from elastream.ipc import _rowsfast
+except ImportError:  # built without a C compiler: batches are pickled as they are
+    _rowsfast = None
+
 __all__ = ["Buffer", "Codec", "CodecError", "PickleCodec"]
+
+#: Shorter lists of rows stay in the pickle stream: a packed block costs a reduce call and a buffer.
+ROWS_MIN = 32
+#: The packed layout (``_rowsfast.c``): u32 rows, u8 arity, 3 zero bytes, 16 column codes, then the values.
+_ROWS_HEAD = struct.Struct("=IB3x16s")
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -96,8 +119,14 @@ class PickleCodec:
         return value
 
     def encode_batch(self, objs: Iterable[Any]) -> list[Buffer]:
-        """Many objects (e.g. 256 small tuples) as one pickled list."""
-        return _frame(KIND_BATCH, objs if type(objs) is list else list(objs))
+        """Many objects (e.g. 256 small tuples) as one pickled list; lists of flat numeric tuples packed."""
+        batch = objs if type(objs) is list else list(objs)
+        if _rowsfast is not None:
+            rows = _rowsfast.pack_rows(batch, ROWS_MIN)
+            if rows is not None:
+                return _frame(KIND_BATCH, _PackedRows(rows))
+            batch = _rowsfast.pack_fields(batch, ROWS_MIN, _PackedRows) or batch
+        return _frame(KIND_BATCH, batch)
 
     def decode_batch(self, data: Buffer) -> list[Any]:
         """The list of objects of one payload made by :meth:`encode_batch`."""
@@ -105,6 +134,38 @@ class PickleCodec:
         if kind != KIND_BATCH:
             raise CodecError(f"payload holds a single object (frame kind {kind}), not a batch")
         return value
+
+
+class _PackedRows:
+    """A packed list of rows on its way through pickle: it travels as an out-of-band buffer and is
+    read back by :func:`_unpack_rows` into the list it was."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __reduce_ex__(self, protocol: Any) -> tuple:
+        return _unpack_rows, (pickle.PickleBuffer(self.data),)
+
+
+def _unpack_rows(data: Buffer) -> list[tuple]:
+    """The list of tuples of a block packed by ``_rowsfast.pack_rows`` (in Python without the extension)."""
+    if _rowsfast is not None:
+        return _rowsfast.unpack_rows(data)
+    return unpack_rows_python(data)
+
+
+def unpack_rows_python(data: Buffer) -> list[tuple]:
+    """:func:`_unpack_rows` in Python: the same layout, read with :mod:`struct`."""
+    view = memoryview(data).cast("B")
+    if view.nbytes < _ROWS_HEAD.size:
+        raise ValueError("not a block of packed rows")
+    rows, arity, codes = _ROWS_HEAD.unpack_from(view)
+    columns = codes[:arity].decode("latin-1") if 1 <= arity <= len(codes) else ""
+    if not columns or set(columns) - {"q", "d"} or view.nbytes != _ROWS_HEAD.size + rows * arity * 8:
+        raise ValueError("not a block of packed rows")
+    return list(struct.iter_unpack("=" + columns, view[_ROWS_HEAD.size:])) if rows else []
 
 
 def _frame(kind: int, obj: Any) -> list[Buffer]:

@@ -100,14 +100,19 @@ pack_list(PyObject *items, Py_ssize_t min_rows)
     return packed;
 }
 
+/* Check the argument count against `usage` and read the minimum rows (args[1], at least 1). */
 static int
-min_rows_arg(PyObject *arg, Py_ssize_t *out)
+parse_args(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t expected, const char *usage, Py_ssize_t *min_rows)
 {
-    *out = PyLong_AsSsize_t(arg);
-    if (*out == -1 && PyErr_Occurred())
+    if (nargs != expected) {
+        PyErr_SetString(PyExc_TypeError, usage);
         return -1;
-    if (*out < 1)
-        *out = 1;
+    }
+    *min_rows = PyLong_AsSsize_t(args[1]);
+    if (*min_rows == -1 && PyErr_Occurred())
+        return -1;
+    if (*min_rows < 1)
+        *min_rows = 1;
     return 0;
 }
 
@@ -115,11 +120,7 @@ static PyObject *
 pack_rows(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t min_rows;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "pack_rows(items, min_rows)");
-        return NULL;
-    }
-    if (min_rows_arg(args[1], &min_rows) < 0)
+    if (parse_args(args, nargs, 2, "pack_rows(items, min_rows)", &min_rows) < 0)
         return NULL;
     if (!PyList_CheckExact(args[0]))
         Py_RETURN_NONE;
@@ -174,11 +175,7 @@ static PyObject *
 pack_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     Py_ssize_t min_rows;
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "pack_fields(messages, min_rows, wrap)");
-        return NULL;
-    }
-    if (min_rows_arg(args[1], &min_rows) < 0)
+    if (parse_args(args, nargs, 3, "pack_fields(messages, min_rows, wrap)", &min_rows) < 0)
         return NULL;
     PyObject *messages = args[0], *wrap = args[2], *result = NULL;
     if (!PyList_CheckExact(messages))

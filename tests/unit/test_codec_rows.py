@@ -117,6 +117,22 @@ def test_list_fields_of_messages_are_packed_and_the_messages_left_alone():
     assert back == messages and same_types(back, messages)
 
 
+def test_packing_works_on_its_own_copy_of_the_batch():
+    # wrap() is Python code: the caller's list may change meanwhile (another thread); the result must not.
+    items = [(k, k) for k in range(MIN)]
+    messages = [(1, items), (2, items), "end"]
+    seen = []
+
+    def wrap_and_clear(block):
+        seen.append(block)
+        messages.clear()
+        return codec_mod._PackedRows(block)
+
+    packed = rowsfast.pack_fields(messages, MIN, wrap_and_clear)
+    assert len(seen) == 2 and [m[0] if isinstance(m, tuple) else m for m in packed] == [1, 2, "end"]
+    assert all(isinstance(m[1], codec_mod._PackedRows) for m in packed[:2]) and messages == []
+
+
 def test_nothing_to_pack_returns_none():
     assert rowsfast.pack_fields([(1, "a"), "text", (2, [(1, 2)])], MIN, codec_mod._PackedRows) is None
     assert rowsfast.pack_fields((1, 2), MIN, codec_mod._PackedRows) is None   # not a list

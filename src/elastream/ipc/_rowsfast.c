@@ -177,12 +177,17 @@ pack_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t min_rows;
     if (parse_args(args, nargs, 3, "pack_fields(messages, min_rows, wrap)", &min_rows) < 0)
         return NULL;
-    PyObject *messages = args[0], *wrap = args[2], *result = NULL;
+    PyObject *messages = args[0], *wrap = args[2];
     if (!PyList_CheckExact(messages))
         Py_RETURN_NONE;
-    Py_ssize_t count = PyList_GET_SIZE(messages);
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *msg = PyList_GET_ITEM(messages, i);
+    /* Work on a copy of our own: wrap() runs Python code, during which another thread could change the
+     * caller's list; the copy holds every message and becomes the result. */
+    PyObject *result = PyList_GetSlice(messages, 0, PyList_GET_SIZE(messages));
+    if (result == NULL)
+        return NULL;
+    int changed = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(result); i++) {
+        PyObject *msg = PyList_GET_ITEM(result, i);
         if (!PyTuple_CheckExact(msg))
             continue;
         PyObject *packed = pack_message(msg, min_rows, wrap);
@@ -191,22 +196,16 @@ pack_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto fail;
             continue;
         }
-        if (result == NULL) {  /* a new list (list slices always are) */
-            result = PyList_GetSlice(messages, 0, count);
-            if (result == NULL) {
-                Py_DECREF(packed);
-                return NULL;
-            }
-        }
-        PyObject *old = PyList_GET_ITEM(result, i);
         PyList_SET_ITEM(result, i, packed);
-        Py_DECREF(old);
+        Py_DECREF(msg);
+        changed = 1;
     }
-    if (result == NULL)
-        Py_RETURN_NONE;
-    return result;
+    if (changed)
+        return result;
+    Py_DECREF(result);
+    Py_RETURN_NONE;
 fail:
-    Py_XDECREF(result);
+    Py_DECREF(result);
     return NULL;
 }
 

@@ -171,6 +171,27 @@ fail:
     return NULL;
 }
 
+/* Whether some tuple of `messages` has a list field that may pack (long enough, a flat numeric first
+ * row): most batches have none, and they are left without copying. Calls no Python code. */
+static int
+any_candidate(PyObject *messages, Py_ssize_t min_rows)
+{
+    char codes[MAX_ARITY];
+    Py_ssize_t arity;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(messages); i++) {
+        PyObject *msg = PyList_GET_ITEM(messages, i);
+        if (!PyTuple_CheckExact(msg))
+            continue;
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(msg); j++) {
+            PyObject *field = PyTuple_GET_ITEM(msg, j);
+            if (PyList_CheckExact(field) && PyList_GET_SIZE(field) >= min_rows
+                    && row_codes(PyList_GET_ITEM(field, 0), codes, &arity))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 static PyObject *
 pack_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -178,7 +199,7 @@ pack_fields(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (parse_args(args, nargs, 3, "pack_fields(messages, min_rows, wrap)", &min_rows) < 0)
         return NULL;
     PyObject *messages = args[0], *wrap = args[2];
-    if (!PyList_CheckExact(messages))
+    if (!PyList_CheckExact(messages) || !any_candidate(messages, min_rows))
         Py_RETURN_NONE;
     /* Work on a copy of our own: wrap() runs Python code, during which another thread could change the
      * caller's list; the copy holds every message and becomes the result. */

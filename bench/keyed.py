@@ -31,6 +31,13 @@ output is ``(key, running sum)`` per tuple, in input order.
   function itself ran slower per tuple, as it does when both cores of a VM are
   busy at once. It closes the account of a run:
   plain loop / run = processes × engine efficiency ÷ function slowdown.
+* ``Spark local[2] applyInPandasWithState`` (``--spark``) — the same job on
+  Spark Structured Streaming, written with Spark's own API
+  (:mod:`elastream.bench._keyed_spark`): the tuples as Parquet files, one per
+  micro-batch (``--spark-batches``), ``groupBy(key).applyInPandasWithState``
+  keeping each key's running sum in the group state, outputs checked equal to
+  the plain loop's. Timed from the query's start to its end; the session, the
+  files and one warm-up query are not timed.
 * the *two-core ceiling* (with the hand-split) — no data at all: short
   slices of the per-tuple function in one pool process alone, alternating
   with slices in both at once; the ratio of calls made is what two cores give
@@ -96,6 +103,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="leave out the hand-split two-process reference")
     parser.add_argument("--merge-process", type=int, default=0,
                         help="process of the ordered merge and the sink (the source and split stay on 0)")
+    parser.add_argument("--spark", action="store_true",
+                        help="add Spark Structured Streaming (applyInPandasWithState) on --spark-master")
+    parser.add_argument("--spark-master", default="local[2]", help="the Spark row's master (default local[2])")
+    parser.add_argument("--spark-batches", type=int, default=4, help="micro-batches of the Spark row's stream")
 
 
 # -- the workload --------------------------------------------------------------------------------
@@ -264,16 +275,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     placements: dict[str, Any] = {}
     ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
+    spark = None
     try:
+        spark = _spark_row(data, rounds, args) if args.spark else None
         for _ in range(max(1, args.repeat)):
             reference = _one_round(data, rounds, args, times, details, reference, placements, pool)
+            if spark is not None:
+                _note(times, "spark", spark.run(reference))
             if pool is not None:
                 ceilings.append(_run_ceiling(pool, rounds))
     finally:
         if pool is not None:
             pool.close()
             pool.join()
-    return _result(args, rounds, times, details, placements, server_start_s, ceilings)
+        if spark is not None:
+            spark.close()
+    result = _result(args, rounds, times, details, placements, server_start_s, ceilings)
+    if spark is not None:
+        result["spark"] = spark.describe()
+    return result
+
+
+def _spark_row(data: list, rounds: int, args: argparse.Namespace) -> Any:
+    """The Spark session, input files and a warm query for the Spark row (:mod:`elastream.bench._keyed_spark`)."""
+    from elastream.bench._keyed_spark import SparkKeyed
+
+    return SparkKeyed(data, rounds, args.spark_master, args.spark_batches)
 
 
 def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[str, list[float]],
@@ -416,11 +443,27 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
                      "output_equal": True, "placement": placements[f"p{p}"],
                      "engine_efficiency": efficiency, "engine_losses": engine,
                      "function_slowdown": function_slowdowns(times, details, f"p{p}")})
+    if "spark" in best:
+        rows.append({"config": f"Spark {args.spark_master} applyInPandasWithState", "processes": None,
+                     "seconds": best["spark"], "tuples_per_s": args.tuples / best["spark"],
+                     "speedup_vs_plain": plain / best["spark"], "speedup_paired": paired_speedups(times, "spark"),
+                     "output_equal": True, "reference": True})
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,
             "fork_server_start_s": server_start_s, "goal_speedup_p2": 1.8, "results": rows,
             "two_core_ceiling": _ceiling_summary(ceilings or []), "machine": _machine()}
+
+
+def spark_sentence(result: dict[str, Any], spark: dict[str, Any], p2: dict[str, Any] | None) -> str:
+    """What the Spark row says, in one sentence (printed under the table)."""
+    settings = result.get("spark") or {}
+    text = (f"Spark Structured Streaming ({settings.get('master', '?')}, groupBy(key).applyInPandasWithState, "
+            f"{settings.get('micro_batches', '?')} micro-batches, same outputs checked): "
+            f"{spark['speedup_vs_plain']:.2f}x the plain loop")
+    if p2 is not None:
+        text += f"; elastream P=2 is {spark['seconds'] / p2['seconds']:.1f}x faster"
+    return text
 
 
 def paired_from_parts(row: dict[str, Any]) -> float:
@@ -491,6 +534,9 @@ def print_report(result: dict[str, Any], console: Console) -> None:
     if hand is not None and p2 is not None:
         console.print(f"hand-split reference (final sums only, no order) {hand['speedup_vs_plain']:.2f}: "
                       f"elastream P=2 reaches {p2['seconds'] and hand['seconds'] / p2['seconds']:.2f} of it")
+    spark = next((r for r in result["results"] if r["config"].startswith("Spark ")), None)
+    if spark is not None:
+        console.print(spark_sentence(result, spark, p2))
     ceiling = result.get("two_core_ceiling")
     if ceiling is not None and p2 is not None:
         console.print(f"two-core ceiling for this function (both cores burning at once vs one alone, no data): "

@@ -47,7 +47,7 @@ def _suite(quick: bool) -> list[tuple[str, list[str]]]:
             ("processes", []),
             ("ipc", ["--sizes-kb", "10", "40", "320", "--rates", "100", "1000", "3000", "--ring-multiples", "12",
                      "50", "--repeat", "3"]),
-            ("keyed", []),
+            ("keyed", ["--spark"]),
             ("tpcxbb", ["--scale", "0.05", "--heuristics", "qst", "lp", "et", "ct", "--workers", "1", "2"])]
 
 
@@ -187,6 +187,14 @@ def _keyed_md(r: dict[str, Any]) -> str:
                      if hand else "")
                   + f"), so that run gave {p2['processes']} × {p2['engine_efficiency']:.0%} ÷ {slowdown['best_run']:.2f} = "
                   f"{paired_from_parts(p2):.2f}× the plain loop timed just before it.")
+    spark = next((x for x in r["results"] if x["config"].startswith("Spark ")), None)
+    if spark is not None:
+        settings = r.get("spark") or {}
+        limit += (f" Spark Structured Streaming on the same job ({settings.get('master', '?')}, "
+                  f"`groupBy(key).applyInPandasWithState` keeping each key's sum in the group state, "
+                  f"{settings.get('micro_batches', '?')} micro-batches, outputs checked equal): "
+                  f"{spark['speedup_vs_plain']:.2f}× the plain loop"
+                  + (f"; elastream P=2 is **{spark['seconds'] / p2['seconds']:.1f}×** faster." if p2 else "."))
     return (f"**Keyed running sum** — `{r['command']}`: {r['tuples']:,} tuples, {r['keys']:,} keys, about "
             f"{r['cost_us']:g} µs of pure Python per tuple, ordered output checked against the plain loop "
             f"(goal: P=2 ≥ {r['goal_speedup_p2']}×). {r['note']}{limit}\n\n" + table)

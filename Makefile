@@ -23,7 +23,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml setup.py $(wildcard src/elastream/*/*.c)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,plot,profile]'
+	$(BIN)/python -m pip install --quiet -e '.[test,plot,profile,compare]'
 	@touch $@
 
 demo: setup

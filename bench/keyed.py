@@ -38,6 +38,11 @@ output is ``(key, running sum)`` per tuple, in input order.
   keeping each key's running sum in the group state, outputs checked equal to
   the plain loop's. Timed from the query's start to its end; the session, the
   files and one warm-up query are not timed.
+* ``Bytewax 2 processes`` (``--bytewax``, the ``compare`` extra) — the same
+  job on Bytewax (:mod:`elastream.bench._keyed_bytewax`): one input
+  partition, ``key_on``, ``stateful_map``, two processes of one worker each.
+  Bytewax keeps each key's order only; the driver restores input order after
+  the run, untimed, before checking the outputs.
 * the *two-core ceiling* (with the hand-split) — no data at all: short
   slices of the per-tuple function in one pool process alone, alternating
   with slices in both at once; the ratio of calls made is what two cores give
@@ -107,6 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add Spark Structured Streaming (applyInPandasWithState) on --spark-master")
     parser.add_argument("--spark-master", default="local[2]", help="the Spark row's master (default local[2])")
     parser.add_argument("--spark-batches", type=int, default=4, help="micro-batches of the Spark row's stream")
+    parser.add_argument("--bytewax", action="store_true",
+                        help="add Bytewax on two processes (needs the compare extra: pip install -e '.[compare]')")
 
 
 # -- the workload --------------------------------------------------------------------------------
@@ -276,10 +283,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     ceilings: list[float] = []
     pool = _hand_pool(args) if args.hand else None
     spark = None
+    if args.bytewax:
+        _check_bytewax()
     try:
         spark = _spark_row(data, rounds, args) if args.spark else None
         for _ in range(max(1, args.repeat)):
             reference = _one_round(data, rounds, args, times, details, reference, placements, pool)
+            if args.bytewax:
+                _note(times, "bytewax", _run_bytewax(data, rounds, reference))
             if spark is not None:
                 _note(times, "spark", spark.run(reference))
             if pool is not None:
@@ -294,6 +305,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if spark is not None:
         result["spark"] = spark.describe()
     return result
+
+
+def _check_bytewax() -> None:
+    from elastream.bench._keyed_bytewax import available
+
+    if not available():
+        raise SystemExit("bench keyed --bytewax needs Bytewax: pip install -e '.[compare]' (make setup installs it)")
+
+
+def _run_bytewax(data: list, rounds: int, reference: list) -> float:
+    """One Bytewax run on two processes (:mod:`elastream.bench._keyed_bytewax`), outputs checked; its seconds."""
+    from elastream.bench._keyed_bytewax import run_two_processes
+
+    seconds, outputs = run_two_processes(data, rounds)
+    if outputs != reference:
+        raise AssertionError("Bytewax's running sums differ from the plain loop's")
+    return seconds
 
 
 def _spark_row(data: list, rounds: int, args: argparse.Namespace) -> Any:
@@ -443,6 +471,11 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
                      "output_equal": True, "placement": placements[f"p{p}"],
                      "engine_efficiency": efficiency, "engine_losses": engine,
                      "function_slowdown": function_slowdowns(times, details, f"p{p}")})
+    if "bytewax" in best:
+        rows.append({"config": "Bytewax 2 processes", "processes": 2, "seconds": best["bytewax"],
+                     "tuples_per_s": args.tuples / best["bytewax"], "speedup_vs_plain": plain / best["bytewax"],
+                     "speedup_paired": paired_speedups(times, "bytewax"), "output_equal": True,
+                     "ordered_by": "the driver, after the run (not timed)", "reference": True})
     if "spark" in best:
         rows.append({"config": f"Spark {args.spark_master} applyInPandasWithState", "processes": None,
                      "seconds": best["spark"], "tuples_per_s": args.tuples / best["spark"],
@@ -534,6 +567,12 @@ def print_report(result: dict[str, Any], console: Console) -> None:
     if hand is not None and p2 is not None:
         console.print(f"hand-split reference (final sums only, no order) {hand['speedup_vs_plain']:.2f}: "
                       f"elastream P=2 reaches {p2['seconds'] and hand['seconds'] / p2['seconds']:.2f} of it")
+    bytewax = next((r for r in result["results"] if r["config"].startswith("Bytewax")), None)
+    if bytewax is not None:
+        console.print(f"Bytewax on 2 processes (input, key_on, stateful_map; each key in order, the outputs put "
+                      f"in input order by the driver afterwards, not timed): {bytewax['speedup_vs_plain']:.2f}x the "
+                      f"plain loop" + (f"; elastream P=2 is {bytewax['seconds'] / p2['seconds']:.2f}x faster"
+                                        if p2 is not None else ""))
     spark = next((r for r in result["results"] if r["config"].startswith("Spark ")), None)
     if spark is not None:
         console.print(spark_sentence(result, spark, p2))

@@ -47,7 +47,7 @@ def _suite(quick: bool) -> list[tuple[str, list[str]]]:
             ("processes", []),
             ("ipc", ["--sizes-kb", "10", "40", "320", "--rates", "100", "1000", "3000", "--ring-multiples", "12",
                      "50", "--repeat", "3"]),
-            ("keyed", ["--spark"]),
+            ("keyed", ["--spark", "--bytewax"]),
             ("tpcxbb", ["--scale", "0.05", "--heuristics", "qst", "lp", "et", "ct", "--workers", "1", "2"])]
 
 
@@ -187,6 +187,12 @@ def _keyed_md(r: dict[str, Any]) -> str:
                      if hand else "")
                   + f"), so that run gave {p2['processes']} × {p2['engine_efficiency']:.0%} ÷ {slowdown['best_run']:.2f} = "
                   f"{paired_from_parts(p2):.2f}× the plain loop timed just before it.")
+    bytewax = next((x for x in r["results"] if x["config"].startswith("Bytewax")), None)
+    if bytewax is not None:
+        limit += (f" Bytewax on two processes (`input`, `key_on`, `stateful_map`; it keeps each key's order only, "
+                  f"so the outputs are put in input order after the run, untimed, and checked equal): "
+                  f"{bytewax['speedup_vs_plain']:.2f}× the plain loop"
+                  + (f"; elastream P=2 is **{bytewax['seconds'] / p2['seconds']:.2f}×** faster." if p2 else "."))
     spark = next((x for x in r["results"] if x["config"].startswith("Spark ")), None)
     if spark is not None:
         settings = r.get("spark") or {}

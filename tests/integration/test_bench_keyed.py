@@ -55,6 +55,22 @@ def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):
     assert "two-core ceiling" in out and "engine efficiency" in out and "paired by repetition" in out
 
 
+def test_bench_keyed_bytewax_row_checks_its_outputs(capsys):
+    assert main(["bench", "keyed", *TINY, "--no-hand", "--processes", "2", "--bytewax", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    rows = {r["config"]: r for r in result["results"]}
+    row = rows["Bytewax 2 processes"]
+    assert row["output_equal"] is True and row["seconds"] > 0 and row["reference"] is True
+    assert row["speedup_vs_plain"] == pytest.approx(rows["plain loop"]["seconds"] / row["seconds"])
+
+
+def test_bytewax_worker_failure_is_reported_not_waited_for():
+    from elastream.bench._keyed_bytewax import run_two_processes
+
+    with pytest.raises(RuntimeError, match="Bytewax worker failed"):
+        run_two_processes([(1, 2), (3, "not a number")], rounds=1)  # burn() fails on the str
+
+
 def test_paired_speedups_compare_runs_of_one_repetition():
     paired = keyed.paired_speedups({"plain": [4.0, 3.0, 5.0], "p2": [2.0, 2.0, 2.0]}, "p2")
     assert (paired["low"], paired["median"], paired["high"]) == (1.5, 2.0, 2.5)
@@ -129,11 +145,13 @@ def test_readme_paragraph_names_the_p2_losses():
             "2 × 82% ÷ 0.82 = 2.00× the plain loop timed just before it.") in text
 
 
-def test_readme_paragraph_compares_the_spark_row_with_p2():
+def test_readme_paragraph_compares_bytewax_and_spark_with_p2():
     from elastream.bench.report import _keyed_md
 
     rows = [{"config": "plain loop", "processes": 1, "seconds": 4.0, "tuples_per_s": 5e4, "speedup_vs_plain": 1.0},
             {"config": "elastream P=2", "processes": 2, "seconds": 2.0, "tuples_per_s": 1e5, "speedup_vs_plain": 2.0},
+            {"config": "Bytewax 2 processes", "processes": 2, "seconds": 3.0, "tuples_per_s": 6.7e4,
+             "speedup_vs_plain": 4.0 / 3.0, "reference": True},
             {"config": "Spark local[2] applyInPandasWithState", "processes": None, "seconds": 9.0,
              "tuples_per_s": 2.2e4, "speedup_vs_plain": 4.0 / 9.0, "reference": True}]
     text = _keyed_md({"command": "elastream bench keyed --spark --json", "tuples": 200_000, "keys": 1000,
@@ -143,6 +161,7 @@ def test_readme_paragraph_compares_the_spark_row_with_p2():
             "each key's sum in the group state, 4 micro-batches, outputs checked equal): 0.44× the plain loop; "
             "elastream P=2 is **4.5×** faster.") in text
     assert "| Spark local[2] applyInPandasWithState | 9.000 |" in text
+    assert ("checked equal): 1.33× the plain loop; elastream P=2 is **1.50×** faster.") in text
 
 
 def test_function_busy_counts_the_operator_or_its_replicas_only():

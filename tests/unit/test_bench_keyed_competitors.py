@@ -1,4 +1,4 @@
-"""The Spark row of ``bench keyed`` without Spark: the group function, the input files, the master's cores."""
+"""The Spark and Bytewax rows of ``bench keyed`` in parts: group function, input files, cores, dataflow."""
 
 from __future__ import annotations
 
@@ -51,3 +51,14 @@ def test_input_files_hold_the_data_in_stream_order_dated_in_that_order(tmp_path)
                                            ("local[*]", None), ("local", None), ("spark://h:7077", None)])
 def test_state_partitions_follow_a_local_masters_cores(master, cores):
     assert local_cores(master) == cores
+
+
+def test_bytewax_dataflow_keeps_each_keys_running_sum():
+    from bytewax.testing import run_main
+
+    from elastream.bench._keyed_bytewax import build_dataflow
+
+    data = keyed.make_data(400, 9, seed=4)
+    out: list = []
+    run_main(build_dataflow(data, 2, out))
+    assert [(k, s) for _, k, s in sorted(out)] == keyed.plain_loop(data, 2)

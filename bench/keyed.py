@@ -455,12 +455,15 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
     plain = best["plain"]
     rows = [{"config": "plain loop", "processes": 1, "seconds": plain, "tuples_per_s": args.tuples / plain,
              "speedup_vs_plain": 1.0, "output_equal": True}]
+    def reference_row(key: str, config: str, processes: int | None, **extra: Any) -> dict[str, Any]:
+        """A row of a reference (not elastream): its best time, its speed-ups, ``extra``."""
+        return {"config": config, "processes": processes, "seconds": best[key], "tuples_per_s": args.tuples / best[key],
+                "speedup_vs_plain": plain / best[key], "speedup_paired": paired_speedups(times, key), **extra,
+                "reference": True}
+
     if "hand" in best:
-        rows.append({"config": "hand-split 2 processes", "processes": 2, "seconds": best["hand"],
-                     "tuples_per_s": args.tuples / best["hand"], "speedup_vs_plain": plain / best["hand"],
-                     "speedup_paired": paired_speedups(times, "hand"),
-                     "function_slowdown": function_slowdowns(times, details, "hand"), "output_equal": None,
-                     "reference": True})
+        rows.append(reference_row("hand", "hand-split 2 processes", 2, output_equal=None,
+                                  function_slowdown=function_slowdowns(times, details, "hand")))
     for p in args.processes:
         s = best[f"p{p}"]
         engine = dict(_of_best_run(times[f"p{p}"], details[f"p{p}"]))
@@ -472,15 +475,11 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
                      "engine_efficiency": efficiency, "engine_losses": engine,
                      "function_slowdown": function_slowdowns(times, details, f"p{p}")})
     if "bytewax" in best:
-        rows.append({"config": "Bytewax 2 processes", "processes": 2, "seconds": best["bytewax"],
-                     "tuples_per_s": args.tuples / best["bytewax"], "speedup_vs_plain": plain / best["bytewax"],
-                     "speedup_paired": paired_speedups(times, "bytewax"), "output_equal": True,
-                     "ordered_by": "the driver, after the run (not timed)", "reference": True})
+        rows.append(reference_row("bytewax", "Bytewax 2 processes", 2, output_equal=True,
+                                  ordered_by="the driver, after the run (not timed)"))
     if "spark" in best:
-        rows.append({"config": f"Spark {args.spark_master} applyInPandasWithState", "processes": None,
-                     "seconds": best["spark"], "tuples_per_s": args.tuples / best["spark"],
-                     "speedup_vs_plain": plain / best["spark"], "speedup_paired": paired_speedups(times, "spark"),
-                     "output_equal": True, "reference": True})
+        rows.append(reference_row("spark", f"Spark {args.spark_master} applyInPandasWithState", None,
+                                  output_equal=True))
     return {"benchmark": "keyed", "gil": "hold", "note": GIL_NOTE, "tuples": args.tuples, "keys": args.keys,
             "cost_us": args.cost_us, "burn_rounds": rounds, "measured_cost_us": plain / args.tuples * 1e6,
             "partitions": args.partitions, "repeat": args.repeat, "start_method": args.start_method,

@@ -487,6 +487,14 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
             "two_core_ceiling": _ceiling_summary(ceilings or []), "machine": _machine()}
 
 
+def row_named(result: dict[str, Any], prefix: str) -> dict[str, Any] | None:
+    """The first row of ``result`` whose configuration starts with ``prefix`` (None if there is none).
+
+    Example: ``row_named(result, "Spark ")`` → the Spark row, whatever its master.
+    """
+    return next((r for r in result["results"] if r["config"].startswith(prefix)), None)
+
+
 def spark_sentence(result: dict[str, Any], spark: dict[str, Any], p2: dict[str, Any] | None) -> str:
     """What the Spark row says, in one sentence (printed under the table)."""
     settings = result.get("spark") or {}
@@ -550,7 +558,7 @@ def print_report(result: dict[str, Any], console: Console) -> None:
                       "" if efficiency is None else f"{efficiency:.0%}",
                       {True: "yes", False: "NO", None: "final sums only"}[r["output_equal"]])
     console.print(table)
-    p2 = next((r for r in result["results"] if r["config"] == "elastream P=2"), None)
+    p2 = row_named(result, "elastream P=2")
     if p2 is not None:
         verdict = "meets" if p2["speedup_vs_plain"] >= result["goal_speedup_p2"] else "misses"
         console.print(f"P=2 / plain loop = {p2['speedup_vs_plain']:.2f} ({verdict} the {result['goal_speedup_p2']}x "
@@ -562,17 +570,17 @@ def print_report(result: dict[str, Any], console: Console) -> None:
     if result["fork_server_start_s"] is not None:
         console.print(f"workers fork from a warm fork server; its one-time start took "
                       f"{result['fork_server_start_s']:.2f} s (not in the rows)")
-    hand = next((r for r in result["results"] if r["config"] == "hand-split 2 processes"), None)
+    hand = row_named(result, "hand-split")
     if hand is not None and p2 is not None:
         console.print(f"hand-split reference (final sums only, no order) {hand['speedup_vs_plain']:.2f}: "
                       f"elastream P=2 reaches {p2['seconds'] and hand['seconds'] / p2['seconds']:.2f} of it")
-    bytewax = next((r for r in result["results"] if r["config"].startswith("Bytewax")), None)
+    bytewax = row_named(result, "Bytewax")
     if bytewax is not None:
         console.print(f"Bytewax on 2 processes (input, key_on, stateful_map; each key in order, the outputs put "
                       f"in input order by the driver afterwards, not timed): {bytewax['speedup_vs_plain']:.2f}x the "
                       f"plain loop" + (f"; elastream P=2 is {bytewax['seconds'] / p2['seconds']:.2f}x faster"
                                         if p2 is not None else ""))
-    spark = next((r for r in result["results"] if r["config"].startswith("Spark ")), None)
+    spark = row_named(result, "Spark ")
     if spark is not None:
         console.print(spark_sentence(result, spark, p2))
     ceiling = result.get("two_core_ceiling")

@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from elastream.bench._common import fmt, machine
-from elastream.bench.keyed import paired_from_parts
+from elastream.bench.keyed import paired_from_parts, row_named
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
@@ -159,7 +159,7 @@ def _keyed_md(r: dict[str, Any]) -> str:
                         f"{x['engine_efficiency']:.0%}" if x.get("engine_efficiency") is not None else "-"]
                        for x in r["results"]], left=1)
     ceiling = r.get("two_core_ceiling")
-    p2 = next((x for x in r["results"] if x["config"] == "elastream P=2"), None)
+    p2 = row_named(r, "elastream P=2")
     limit = (f" What two cores give this function on this machine in the same run (both pool processes "
              f"burning at once vs one alone, no data): **{ceiling['median']:.2f}×** (median of the "
              f"repetitions, {ceiling['low']:.2f}–{ceiling['high']:.2f}×); elastream P=2 gives "
@@ -180,20 +180,20 @@ def _keyed_md(r: dict[str, Any]) -> str:
                   f"activations {losses['between_s']:.2f}.")
     slowdown = p2.get("function_slowdown") if p2 is not None else None
     if slowdown is not None:
-        hand = next((x.get("function_slowdown") for x in r["results"] if x["config"].startswith("hand-split")), None)
+        hand = (row_named(r, "hand-split") or {}).get("function_slowdown")
         limit += (f" Per tuple, the function itself took {slowdown['best_run']:.2f}× the plain loop's time in that "
                   f"run (median of the runs {slowdown['median']:.2f}×"
                   + (f"; the hand-split's workers, both cores busy without elastream: median {hand['median']:.2f}×"
                      if hand else "")
                   + f"), so that run gave {p2['processes']} × {p2['engine_efficiency']:.0%} ÷ {slowdown['best_run']:.2f} = "
                   f"{paired_from_parts(p2):.2f}× the plain loop timed just before it.")
-    bytewax = next((x for x in r["results"] if x["config"].startswith("Bytewax")), None)
+    bytewax = row_named(r, "Bytewax")
     if bytewax is not None:
         limit += (f" Bytewax on two processes (`input`, `key_on`, `stateful_map`; it keeps each key's order only, "
                   f"so the outputs are put in input order after the run, untimed, and checked equal): "
                   f"{bytewax['speedup_vs_plain']:.2f}× the plain loop"
                   + (f"; elastream P=2 is **{bytewax['seconds'] / p2['seconds']:.2f}×** faster." if p2 else "."))
-    spark = next((x for x in r["results"] if x["config"].startswith("Spark ")), None)
+    spark = row_named(r, "Spark ")
     if spark is not None:
         settings = r.get("spark") or {}
         limit += (f" Spark Structured Streaming on the same job ({settings.get('master', '?')}, "

@@ -12,8 +12,9 @@ When a window is emitted
 ------------------------
 A key's window is emitted as soon as a later tuple *of the same key* has an
 event time at or past the window's end (plus ``lateness``, which lets tuples
-arrive that much out of order) (a session: more than ``gap`` after
-its last tuple), and every window still open is emitted when the stream ends
+arrive that much out of order) (a session: ``gap`` or more after its latest
+tuple, i.e. at or past the session's end; a tuple exactly ``gap`` later starts
+the next session), and every window still open is emitted when the stream ends
 (keys in first-seen order, windows by start). Closing on the key's own tuples,
 rather than on a watermark shared by all keys, makes every output a function
 of that key's subsequence alone, so any partitioning over threads or

@@ -40,8 +40,11 @@ class BadFile:
 
 
 # What each kind of malformed record looks like, and the reason it must get.
-CSV_BAD = {"field_count": ("17,x,extra", "expected 2 fields, got 3"),
-           "bad_int": ("seven,x", "column 'id': int('seven') failed")}
+# A too-few row ("17") would convert cleanly if the field count were not checked, so
+# emitting it as {"id": 17} instead of rejecting it fails every policy's test.
+CSV_BAD = {"too_many_fields": ("17,x,extra", "expected 2 fields, got 3"),
+           "bad_int": ("seven,x", "column 'id': int('seven') failed"),
+           "too_few_fields": ("17", "expected 2 fields, got 1")}
 JSONL_BAD = {"bad_json": ('{"id": 1,', "invalid JSON"),
              "non_object": ("[1, 2, 3]", "expected a JSON object, got array")}
 

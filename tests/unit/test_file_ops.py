@@ -177,6 +177,48 @@ def test_csv_bad_header_always_fails(tmp_path: Path, content: str, reason: str):
     assert info.value.__cause__.line == 1 and reason in info.value.__cause__.reason
 
 
+# Rows short of the header's width: two fields, one field, one empty quoted field.
+SHORT_ROWS = [(3, "4,5", "expected 3 fields, got 2"), (4, "6", "expected 3 fields, got 1"),
+              (5, '""', "expected 3 fields, got 1")]
+
+
+def write_short_rows(tmp_path: Path) -> Path:
+    path = tmp_path / "short.csv"
+    lines = ["a,b,c", "1,2,3", *(raw for _, raw, _ in SHORT_ROWS), "", "7,8,9"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+GOOD_OF_SHORT = [{"a": "1", "b": "2", "c": "3"}, {"a": "7", "b": "8", "c": "9"}]
+
+
+def test_csv_row_with_too_few_fields_fails_under_fail(tmp_path: Path):
+    path = write_short_rows(tmp_path)
+    with pytest.raises(es.OperatorError) as info:
+        run(pipe(es.ops.FromCSV(path, on_error="fail"), es.ops.Collect()))
+    cause = info.value.__cause__
+    assert isinstance(cause, es.RecordError)
+    assert (cause.line, cause.reason) == (SHORT_ROWS[0][0], SHORT_ROWS[0][2])
+
+
+def test_csv_rows_with_too_few_fields_are_skipped_and_counted(tmp_path: Path):
+    result = run(pipe(es.ops.FromCSV(write_short_rows(tmp_path), on_error="skip"), es.ops.Collect()))
+    assert result.outputs["out"] == GOOD_OF_SHORT
+    assert result.stats.operators["src"].malformed == len(SHORT_ROWS)
+
+
+def test_csv_rows_with_too_few_fields_are_dead_letters(tmp_path: Path):
+    path = write_short_rows(tmp_path)
+    flow = es.Flow("short")
+    src = flow.add(es.ops.FromCSV(path, on_error="dead_letter"), name="src")
+    src >> flow.add(es.ops.Collect(), name="out")
+    flow.connect(src.out(1), flow.add(es.ops.Collect(), name="dead").in_(0))
+    result = run(flow)
+    assert result.outputs["out"] == GOOD_OF_SHORT
+    assert result.outputs["dead"] == [DeadLetter(str(path), line, reason, raw) for line, raw, reason in SHORT_ROWS]
+    assert result.stats.operators["src"].malformed == 0
+
+
 def test_csv_types_naming_unknown_column(tmp_path: Path):
     path = tmp_path / "in.csv"
     path.write_text("a,b\n1,2\n", encoding="utf-8")

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import Status
+from elastream.runtime.clock import Clock, resolve
 from elastream.runtime.traps import PREEMPT, ExternalWait, ReadWait, Sleep, WaitMode, WriteWait, suspend
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,19 +87,21 @@ class InputPort:
 class OutputPort:
     """An operator's output port: ``await push(t)`` / ``await push_many(ts)`` with back-pressure."""
 
-    __slots__ = ("_task", "index")
+    __slots__ = ("_task", "index", "_now")
 
-    def __init__(self, task: Task, index: int):
+    def __init__(self, task: Task, index: int, clock: Clock | None = None):
         self._task = task
         self.index = index
+        self._now = resolve(clock).now  # bound once: one plain call per push, as perf_counter was
 
     async def push(self, item: Any) -> None:
         """Push one tuple to every subscriber; suspends while a buffer is full (Algorithm 3)."""
         task = self._task
-        origin = task.origin if task.inputs else perf_counter()
+        now = self._now
+        origin = task.origin if task.inputs else now()
         if not task.emit(self.index, [item], origin):
             await _wait_pending(task)
-        if perf_counter() >= task.deadline:
+        if now() >= task.deadline:
             await suspend(PREEMPT)
 
     async def push_many(self, items: Iterable[Any]) -> None:
@@ -108,10 +110,11 @@ class OutputPort:
         batch = items if type(items) is list else list(items)
         if not batch:
             return
-        origin = task.origin if task.inputs else perf_counter()
+        now = self._now
+        origin = task.origin if task.inputs else now()
         if not task.emit(self.index, batch, origin):
             await _wait_pending(task)
-        if perf_counter() >= task.deadline:
+        if now() >= task.deadline:
             await suspend(PREEMPT)
 
     def __repr__(self) -> str:
@@ -126,14 +129,29 @@ async def _wait_pending(task: Task) -> None:
 
 
 class Context:
-    """What an operator's ``process`` coroutine sees of the runtime."""
+    """What an operator's ``process`` coroutine sees of the runtime.
 
-    def __init__(self, task: Task, inputs: list[InputPort], outputs: list[OutputPort]):
+    ``clock`` (default: the real clock) is what :attr:`now`, :meth:`sleep` and the
+    preemption checks read; it must be the scheduler's, which sets dispatch
+    deadlines and fires the sleep timers (the worker rebinds it with
+    :meth:`use_clock` before opening the operator).
+    """
+
+    def __init__(self, task: Task, inputs: list[InputPort], outputs: list[OutputPort], clock: Clock | None = None):
         self._task = task
         self.inputs = inputs
         self.outputs = outputs
         self.name = task.name
         self.logger = logging.getLogger(f"elastream.op.{task.name}")
+        self.clock: Clock = resolve(clock)
+        self.use_clock(self.clock)
+
+    def use_clock(self, clock: Clock) -> None:
+        """Read time from ``clock`` (here and in the output ports); called before the operator opens."""
+        self.clock = clock
+        self._now = clock.now
+        for port in self.outputs:
+            port._now = clock.now
 
     @property
     def shutdown_requested(self) -> bool:
@@ -173,7 +191,7 @@ class Context:
         task.conj_waits += 1
         while True:
             if all(b.count >= c for b, c in resolved):
-                if perf_counter() >= task.deadline:
+                if self._now() >= task.deadline:
                     await suspend(PREEMPT)
                 return Status.DONE
             # Closed flags before counts: a producer pushes before it completes.
@@ -193,7 +211,7 @@ class Context:
         task.disj_waits += 1
         while True:
             if any(b.count >= c for b, c in resolved):
-                if perf_counter() >= task.deadline:
+                if self._now() >= task.deadline:
                     await suspend(PREEMPT)
                 return Status.DONE
             if all(b.closed for b, _ in resolved) or self._task.sched.shutdown_requested:
@@ -204,11 +222,11 @@ class Context:
 
     async def sleep(self, seconds: float) -> None:
         """Suspend this operator for ``seconds`` without holding a worker thread."""
-        await self.sleep_until(perf_counter() + seconds)
+        await self.sleep_until(self._now() + seconds)
 
     async def sleep_until(self, when: float) -> None:
-        """Suspend until the ``time.perf_counter()`` instant ``when``."""
-        if when > perf_counter() and not self._task.sched.shutdown_requested:
+        """Suspend until the instant ``when`` of the runtime clock (:attr:`now`)."""
+        if when > self._now() and not self._task.sched.shutdown_requested:
             await suspend(Sleep(when))
 
     async def wait_external(self, probe: Callable[[], bool], *, write: bool = False, waiter: Any = None) -> None:
@@ -232,7 +250,7 @@ class Context:
 
     async def yield_now(self) -> None:
         """Give other operators a turn if this one's quantum is used up."""
-        if perf_counter() >= self._task.deadline:
+        if self._now() >= self._task.deadline:
             await suspend(PREEMPT)
 
     async def give_way(self) -> None:
@@ -251,8 +269,8 @@ class Context:
 
     @property
     def now(self) -> float:
-        """The runtime clock (``time.perf_counter()``)."""
-        return perf_counter()
+        """The runtime clock's time in seconds (``time.perf_counter()`` unless the run has another clock)."""
+        return self._now()
 
     def __repr__(self) -> str:
         return f"<Context {self.name}>"

@@ -12,14 +12,18 @@ sampled by the workers themselves between two activations
 GIL from a computing worker each time, which cost ~2.5% of a one-process run
 of ``bench keyed`` on the 2-vCPU VM (the worker's time off the CPU while busy
 halved without it).
+
+Time comes from ``clock`` (default: the scheduler's, see
+:mod:`elastream.runtime.clock`), so a test can sample at instants it chooses.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from time import perf_counter
 from typing import TYPE_CHECKING
+
+from elastream.runtime.clock import Clock
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.scheduler import Scheduler
@@ -28,9 +32,11 @@ if TYPE_CHECKING:  # pragma: no cover
 class Monitor:
     """Samples counters every period until stopped."""
 
-    def __init__(self, sched: Scheduler, period_s: float):
+    def __init__(self, sched: Scheduler, period_s: float, clock: Clock | None = None):
         self.sched = sched
         self.period_s = period_s
+        self.clock: Clock = sched.clock if clock is None else clock
+        self._now = self.clock.now
         self._hooks: list[Callable[[], None]] = []
         self._stop = threading.Event()
         self._last: dict[str, tuple[float, int, int]] = {}
@@ -71,7 +77,7 @@ class Monitor:
     def sample_rates(self, now: float | None = None) -> None:
         """Update each task's read/write rate over the last period."""
         if now is None:
-            now = perf_counter()
+            now = self._now()
         for t in self.sched.tasks:
             prev = self._last.get(t.name)
             if prev is not None and now > prev[0]:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Callable
-from time import perf_counter
 from typing import TYPE_CHECKING
 
+from elastream.runtime.clock import Clock, resolve
 from elastream.runtime.states import OperatorState
 from elastream.runtime.poller import ExternalPoller
 from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
@@ -45,8 +45,13 @@ DONE = OperatorState.COMPLETED
 class Scheduler:
     """Operator states and transitions for one running flow."""
 
-    def __init__(self, tasks: list[Task], policy: SchedulingPolicy, *, shutdown_grace_s: float = 1.0):
+    def __init__(self, tasks: list[Task], policy: SchedulingPolicy, *, shutdown_grace_s: float = 1.0,
+                 clock: Clock | None = None):
         self.lock = threading.Lock()
+        #: The time source of timers, sleeps, deadlines and the periodic call (see runtime.clock);
+        #: ``now`` is its bound ``now`` (for the real clock, the perf_counter function itself).
+        self.clock = resolve(clock)
+        self.now = self.clock.now
         self.cond = threading.Condition(self.lock)
         self.tasks = tasks
         self.policy = policy
@@ -76,6 +81,15 @@ class Scheduler:
         """Block until a READY task is available for ``worker``; None: exit."""
         with self.lock:
             return self._next_locked(worker)
+
+    def acquire_nowait(self, worker: Worker) -> Task | None:
+        """A READY task for ``worker`` (due timers and the periodic call first), or None at once.
+
+        The one-step harness's entry point (:mod:`elastream.runtime.harness`): a
+        test thread that must never block in the scheduler.
+        """
+        with self.lock:
+            return self._next_locked(worker, block=False)
 
     def release(self, worker: Worker, task: Task, outcome: Outcome, busy_s: float = 0.0,
                 cpu_s: float = 0.0) -> Task | None:
@@ -110,11 +124,11 @@ class Scheduler:
             if self.idle_workers:
                 self.cond.notify()
 
-    def _next_locked(self, worker: Worker) -> Task | None:
+    def _next_locked(self, worker: Worker, block: bool = True) -> Task | None:
         while True:
             if worker.retiring or self.finished.is_set():
                 return None
-            now = perf_counter()
+            now = self.now()
             if self._timers:
                 self._fire_timers(now)
             if self._next_periodic <= now:
@@ -135,6 +149,8 @@ class Scheduler:
                     ready[task] = None            # room for one more worker: stay eligible (§2.2)
                 self.busy_workers += 1
                 return task
+            if not block:
+                return None
             wake = self._timers[0][0] if self._timers else now + 1.0
             # The periodic call wakes one idle worker, and only while no worker is busy (a busy one makes
             # the call at its next dispatch): each wake-up would take the GIL from a computing worker.
@@ -143,9 +159,9 @@ class Scheduler:
                 self._periodic_keeper = worker
                 wake = min(wake, self._next_periodic)
             self.idle_workers += 1
-            t0 = perf_counter()
+            t0 = self.now()
             self.cond.wait(max(0.0, wake - t0))
-            worker.idle_s += perf_counter() - t0
+            worker.idle_s += self.now() - t0
             self.idle_workers -= 1
             if keeps_periodic:
                 self._periodic_keeper = None
@@ -248,7 +264,7 @@ class Scheduler:
             return True
         timers = self._timers
         try:
-            return bool(timers) and timers[0][0] <= perf_counter()
+            return bool(timers) and timers[0][0] <= self.now()
         except IndexError:  # emptied by another worker between the two reads
             return False
 
@@ -264,7 +280,7 @@ class Scheduler:
         """
         with self.lock:
             self._periodic, self._periodic_s = fn, period_s
-            self._next_periodic = perf_counter() + period_s
+            self._next_periodic = self.now() + period_s
             if self.idle_workers:
                 self.cond.notify()  # an idle worker must recompute its wait timeout
 
@@ -340,7 +356,7 @@ class Scheduler:
         if self.shutdown_requested:
             return
         self.shutdown_requested = True
-        self.shutdown_time = perf_counter()
+        self.shutdown_time = self.now()
         for t in self.tasks:
             if t.state in (READ_BLOCKED, WRITE_BLOCKED, SLEEPING):
                 self._make_ready(t)
@@ -348,7 +364,7 @@ class Scheduler:
 
     def past_shutdown_grace(self) -> bool:
         """True once operators have had ``shutdown_grace_s`` to notice a shutdown."""
-        return self.shutdown_requested and perf_counter() - self.shutdown_time > self.shutdown_grace_s
+        return self.shutdown_requested and self.now() - self.shutdown_time > self.shutdown_grace_s
 
     def wake_all(self) -> None:
         """Wake idle workers (used when workers are retired or added)."""
@@ -364,7 +380,7 @@ class Scheduler:
 
     def _set_blocked(self, task: Task, state: OperatorState) -> None:
         task.state = state
-        task.blocked_since = perf_counter()
+        task.blocked_since = self.now()
 
     def _leave_blocked(self, task: Task) -> None:
         if task.external_wait:
@@ -372,10 +388,10 @@ class Scheduler:
             self.poller.forget(task)
         state = task.state
         if state is READ_BLOCKED:
-            task.read_blocked_s += perf_counter() - task.blocked_since
+            task.read_blocked_s += self.now() - task.blocked_since
             task.read_wait = {}
         elif state is WRITE_BLOCKED:
-            task.write_blocked_s += perf_counter() - task.blocked_since
+            task.write_blocked_s += self.now() - task.blocked_since
             for b in task.write_wait:
                 b.write_waiters.discard(task)
             task.write_wait = ()

@@ -5,6 +5,11 @@ whichever thread the scheduler hands it to. The pool can grow and shrink while
 a flow runs; a retiring worker leaves through the same path as shutdown (it
 finds ``retiring`` set when it next asks for work and exits, never while it
 holds an operator).
+
+Time comes from the scheduler's clock (``sched.now``, see
+:mod:`elastream.runtime.clock`): dispatch deadlines and busy time are on the
+same clock as the timers and the operators' preemption checks. CPU time is
+always the thread's own (``thread_time``).
 """
 
 from __future__ import annotations
@@ -32,24 +37,26 @@ class Worker:
         self.cpu_s = 0.0
         self.idle_s = 0.0
         self.dispatches = 0
-        self.started = perf_counter()
+        self.started = pool.sched.now()
         self.ended: float | None = None
         self.thread = threading.Thread(target=self._loop, name=f"elastream-worker-{index}", daemon=True)
 
     def _loop(self) -> None:
         sched = self.pool.sched
+        now = sched.now
+        contexts = self.pool.contexts
         quantum = self.pool.quantum_s
         policy_quantum = getattr(sched.policy, "quantum", None)
         task = None
         try:
             task = sched.acquire(self)
             while task is not None:
-                t0 = perf_counter()
+                t0 = now()
                 c0 = thread_time()
                 task.last_scheduled = t0
                 budget = policy_quantum(task, quantum) if policy_quantum else quantum
-                outcome = self._dispatch(task, t0 + budget)
-                t1 = perf_counter()
+                outcome = dispatch(sched, task, contexts, t0 + budget)
+                t1 = now()
                 cpu = thread_time() - c0
                 self.cpu_s += cpu
                 self.busy_s += t1 - t0
@@ -58,28 +65,7 @@ class Worker:
         except BaseException as exc:  # noqa: BLE001 - a runtime bug must stop the flow, not hang it
             sched.internal_error(f"<worker {self.index}>", Failed(exc, traceback.format_exc()), task)
         finally:
-            self.ended = perf_counter()
-
-    def _dispatch(self, task: Task, deadline: float):
-        sched = self.pool.sched
-        try:
-            if not task.opened:
-                if sched.shutdown_requested:
-                    task.abandon()
-                    return COMPLETED
-                task.open(self.pool.contexts[task.name])
-            outcome = task.run(deadline)
-        except BaseException as exc:  # noqa: BLE001 - reported with the operator's name
-            outcome = Failed(exc, traceback.format_exc())
-        if outcome is COMPLETED or type(outcome) is Failed:
-            if type(outcome) is Failed or sched.shutdown_requested:
-                _quietly(task.abandon)
-            try:
-                task.close()
-            except BaseException as exc:  # noqa: BLE001
-                if type(outcome) is not Failed:
-                    outcome = Failed(exc, traceback.format_exc())
-        return outcome
+            self.ended = sched.now()
 
     @property
     def alive(self) -> bool:
@@ -90,6 +76,35 @@ class Worker:
         """Fraction of this worker's life spent running operators."""
         life = (self.ended or now) - self.started
         return self.busy_s / life if life > 0 else 0.0
+
+
+def dispatch(sched: Scheduler, task: Task, contexts: dict, deadline: float):
+    """Run ``task`` once until ``deadline`` (opening it first, closing it when it ends); return its outcome.
+
+    What a worker does between ``acquire`` and ``release``, with every exception
+    turned into a :class:`Failed` outcome; the one-step harness calls it too.
+    """
+    try:
+        if not task.opened:
+            if sched.shutdown_requested:
+                task.abandon()
+                return COMPLETED
+            context = contexts[task.name]
+            if context.clock is not sched.clock:
+                context.use_clock(sched.clock)
+            task.open(context)
+        outcome = task.run(deadline)
+    except BaseException as exc:  # noqa: BLE001 - reported with the operator's name
+        outcome = Failed(exc, traceback.format_exc())
+    if outcome is COMPLETED or type(outcome) is Failed:
+        if type(outcome) is Failed or sched.shutdown_requested:
+            _quietly(task.abandon)
+        try:
+            task.close()
+        except BaseException as exc:  # noqa: BLE001
+            if type(outcome) is not Failed:
+                outcome = Failed(exc, traceback.format_exc())
+    return outcome
 
 
 def _quietly(fn) -> None:

@@ -3,7 +3,7 @@
 Role: the consumer's fast wake-up channel (the futex is the fallback). The
 consumer creates a :class:`WakePipe` when it claims a ring and publishes pid,
 fd number and inode in the ring header; a producer opens the write end once
-with :func:`open_wake_writer` and :func:`poke`\ s it after a publish that
+with :func:`open_wake_writer` and calls :func:`poke` on it after a publish that
 finds the consumer announced as sleeping.
 
 Threading model: the consumer's thread (under the ring's consumer lock)

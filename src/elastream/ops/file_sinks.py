@@ -25,7 +25,7 @@ from elastream.ops.records import WrittenFile, format_value
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
 
-    from elastream.runtime.context import Context
+    from elastream.operators.context_api import OperatorContext
 
 
 class _FileSink(FunctionOperator):
@@ -73,7 +73,7 @@ class ToCSV(_FileSink):
         self._width: int | None = None
         self._dicts: bool | None = None
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         self.rows = 0
         self._names, self._width, self._dicts = None, None, None
         # newline="": the csv writer emits its own "\r\n" terminators.
@@ -153,7 +153,7 @@ class ToJSONL(_FileSink):
         self._file: Any = None
         self._encode = json.JSONEncoder(ensure_ascii=False).encode
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         self.rows = 0
         self._file = open(self.path, "w", encoding="utf-8", newline="\n")
 
@@ -204,7 +204,7 @@ class ToParquet(_FileSink):
         self._writer: Any = None
         self._schema: pa.Schema | None = None
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         self.rows = 0
         self._buffer = []
         self._writer = None

@@ -26,7 +26,7 @@ from elastream.operators.base import SourceOperator
 from elastream.ops.records import ErrorPolicy, RecordSource, format_value
 
 if TYPE_CHECKING:  # pragma: no cover
-    from elastream.runtime.context import Context
+    from elastream.operators.context_api import OperatorContext
 
 # Files are decoded with errors="surrogateescape": an undecodable byte becomes a
 # lone surrogate U+DC80..U+DCFF, which a strict decoder never produces, so one
@@ -82,7 +82,7 @@ class TextLines(SourceOperator):
         self._file: Any = None
         self._line = 0
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         self._line = 0
         self._file = open(self.path, encoding=_reading_encoding(self.encoding), errors="surrogateescape")
 
@@ -160,7 +160,7 @@ class FromCSV(RecordSource):
         if unknown:
             raise ValueError(f"FromCSV({self.path!r}): types name unknown columns {unknown} (columns: {list(names)})")
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)
         self._raw, self._bad, self._phys = [], None, 0
         # newline="" hands line endings to the csv module, which needs them to
@@ -292,7 +292,7 @@ class FromJSONL(RecordSource):
         self._file: Any = None
         self._line = 0
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         super().open(ctx)
         self._line = 0
         # Binary lines, decoded one by one: an undecodable byte then belongs to
@@ -398,7 +398,7 @@ class FromParquet(SourceOperator):
             raise ValueError(f"folder {self.path!r} holds no Parquet files")
         return files
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         self._rows, self._pos, self._next_file = [], 0, 0
         self._files = self.files()
         # Check every footer first: a bad third file must fail before the first row leaves.

@@ -25,7 +25,7 @@ from elastream.errors import RecordError
 from elastream.operators.base import SourceOperator
 
 if TYPE_CHECKING:  # pragma: no cover
-    from elastream.runtime.context import Context
+    from elastream.operators.context_api import OperatorContext
 
 #: Port on which ``dead_letter`` sources emit their :class:`DeadLetter` records.
 DEAD_LETTER_PORT = 1
@@ -95,7 +95,7 @@ class RecordSource(SourceOperator):
         # Port 1 exists only under dead_letter, so the other policies need no extra wiring.
         super().__init__(outputs=2 if self.on_error is ErrorPolicy.DEAD_LETTER else 1)
         self.path = os.fspath(path)
-        self._ctx: Context | None = None
+        self._ctx: OperatorContext | None = None
         self._dead: list[DeadLetter] = []
         self._deferred: RecordError | None = None
         self._at_eof = False
@@ -106,7 +106,7 @@ class RecordSource(SourceOperator):
             return frozenset({DEAD_LETTER_PORT})
         return frozenset()
 
-    def open(self, ctx: Context) -> None:
+    def open(self, ctx: OperatorContext) -> None:
         """Reset the per-run state; subclasses open their file after calling this."""
         self._ctx = ctx
         self._dead = []

@@ -1,4 +1,7 @@
-"""In-memory sinks: Collect and Callback."""
+"""In-memory sinks: Collect and Callback.
+
+Threading: a sink runs in one worker at a time (``max_workers`` is 1).
+"""
 
 from __future__ import annotations
 
@@ -6,14 +9,14 @@ from collections.abc import Callable
 from typing import Any
 
 from elastream.operators.base import FunctionOperator
-from elastream.runtime.gc_tuning import untrack_atomic
+from elastream.operators.untrack import untrack_atomic
 
 
 class Collect(FunctionOperator):
     """Gather every tuple into a list: ``result.outputs[name]``, in arrival order.
 
     Kept tuples of atomic values are untracked from the cycle collector as they
-    arrive (:func:`~elastream.runtime.gc_tuning.untrack_atomic`), so that the
+    arrive (:func:`~elastream.operators.untrack.untrack_atomic`), so that the
     collections during the run do not walk the growing result.
     """
 

@@ -22,8 +22,10 @@ Results that are kept are a second cost: every tuple a sink like
 :class:`~elastream.ops.sinks.Collect` keeps is walked by one young collection
 before CPython sees that it holds only atomic values and stops tracking it
 (200,000 kept outputs: 0.014–0.04 s of the parent's collections in that run,
-under 1 ms with the outputs discarded). :func:`untrack_atomic` makes that same
-test when the sink takes the tuples, while they are still in the cache.
+under 1 ms with the outputs discarded).
+:func:`~elastream.operators.untrack.untrack_atomic` (re-exported here) makes
+that same test when the sink takes the tuples, while they are still in the
+cache; it lives in the operator API so that sinks need not import the runtime.
 
 How
 ---
@@ -38,10 +40,12 @@ from __future__ import annotations
 import gc
 import threading
 
-try:
-    from elastream.runtime._untrack import untrack_atomic as _untrack_atomic
-except ImportError:  # built without a C compiler: the collector untracks them at their first collection
-    _untrack_atomic = None
+from elastream.operators.untrack import extension_untrack, untrack_atomic
+
+__all__ = ["RUN_THRESHOLD", "relax", "restore", "untrack_atomic"]
+
+#: The C extension's function, None when built without it.
+_untrack_atomic = extension_untrack()
 
 #: Young-generation threshold while a run is on (``Runner(gc_threshold=...)``; CPython's default is 700).
 RUN_THRESHOLD = 30_000
@@ -89,19 +93,3 @@ def restore() -> None:
         if _holders == 0 and _saved is not None:
             gc.set_threshold(*_saved)
             _saved = None
-
-
-def untrack_atomic(items: list) -> int:
-    """Stop the cycle collector tracking the tuples in ``items`` that hold only atomic values; how many.
-
-    The test is CPython's own (``_PyTuple_MaybeUntrack``): a tuple whose items are
-    all of non-GC types (numbers, strings, bytes, None, ...) or untracked tuples
-    can never be part of a cycle. Nested tuples qualify up to three levels deep;
-    anything else is left as it is. Without the C extension this does nothing and
-    returns 0 (the collector still untracks them itself, at their first collection).
-
-    Example: for a run-time ``n``, ``items = [(n, "a"), (n, [3])]; untrack_atomic(items)`` → 1,
-    and ``gc.is_tracked(items[0])`` is now False while ``gc.is_tracked(items[1])`` stays True
-    (tuples written as literals in code are constants, untracked from the start).
-    """
-    return _untrack_atomic(items) if _untrack_atomic is not None else 0

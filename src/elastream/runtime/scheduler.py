@@ -99,18 +99,26 @@ class Scheduler:
         because several workers may share one task (dynamic allotment).
         """
         with self.lock:
-            self.busy_workers -= 1
-            task.busy_s += busy_s
-            task.cpu_s += cpu_s
-            task.activations += 1
-            task.workers -= 1
-            if task.workers:
-                self._leave_shared(task, outcome)
-            else:
-                if task.shared:
-                    self.ready.pop(task, None)
-                self._apply(task, outcome)
+            self._release_locked(task, outcome, busy_s, cpu_s)
             return self._next_locked(worker)
+
+    def release_nowait(self, task: Task, outcome: Outcome, busy_s: float = 0.0, cpu_s: float = 0.0) -> None:
+        """Apply ``task``'s outcome without looking for the next task (the one-step harness)."""
+        with self.lock:
+            self._release_locked(task, outcome, busy_s, cpu_s)
+
+    def _release_locked(self, task: Task, outcome: Outcome, busy_s: float, cpu_s: float) -> None:
+        self.busy_workers -= 1
+        task.busy_s += busy_s
+        task.cpu_s += cpu_s
+        task.activations += 1
+        task.workers -= 1
+        if task.workers:
+            self._leave_shared(task, outcome)
+        else:
+            if task.shared:
+                self.ready.pop(task, None)
+            self._apply(task, outcome)
 
     def _leave_shared(self, task: Task, outcome: Outcome) -> None:
         """One of several workers leaves a task the others still run (ordered-multicore §2.2).
@@ -267,6 +275,11 @@ class Scheduler:
             return bool(timers) and timers[0][0] <= self.now()
         except IndexError:  # emptied by another worker between the two reads
             return False
+
+    def next_timer(self) -> float | None:
+        """When the earliest pending timer (a sleeping operator's) is due, on the scheduler's clock; None: none."""
+        with self.lock:
+            return self._timers[0][0] if self._timers else None
 
     def set_periodic(self, period_s: float, fn: Callable[[float], None]) -> None:
         """Call ``fn(now)`` about every ``period_s`` from a worker thread, between two activations.

@@ -255,6 +255,23 @@ def test_records_module_examples_run():
     assert doctest.testmod(records).failed == 0
 
 
+def test_text_decoding_and_arrow_rows_examples_run():
+    import elastream.ops.arrow_rows as arrow_rows
+    import elastream.ops.text_decoding as text_decoding
+
+    for module in (text_decoding, arrow_rows):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
+
+
+def test_file_sources_module_still_names_every_source():
+    import elastream.ops.file_sources as file_sources
+
+    for name in ("TextLines", "FromCSV", "FromJSONL", "FromParquet"):
+        assert getattr(file_sources, name) is getattr(es.ops, name)
+    assert callable(file_sources.rows_of) and callable(file_sources.column_values)
+
+
 def test_messages_are_frozen_slotted(tmp_path: Path):
     letter = DeadLetter("p", 3, "r", "raw")
     with pytest.raises(AttributeError):

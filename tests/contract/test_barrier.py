@@ -45,12 +45,14 @@ class SlowSource(es.Operator):
             await ctx.sleep(self.pause_s)
 
 
-def barrier_flow(a_op: es.Operator, b_op: es.Operator, *, slow_b_path: bool = False) -> es.Flow:
-    """The DESIGN.md sample flow: a, b -> barrier -> sink (optionally b through a Busy)."""
+def barrier_flow(a_op: es.Operator, b_op: es.Operator, *, slow_b_path: bool = False,
+                 barrier: es.Operator | None = None) -> es.Flow:
+    """The DESIGN.md sample flow: a, b -> barrier -> sink (optionally b through a Busy; ``barrier``: another
+    two-input operator in the Barrier's place)."""
     flow = es.Flow("barrier")
     a = flow.add(a_op, name="a")
     b = flow.add(b_op, name="b")
-    bar = flow.add(Barrier(2), name="barrier")
+    bar = flow.add(Barrier(2) if barrier is None else barrier, name="barrier")
     sink = flow.add(es.ops.Collect(), name="sink")
     flow.connect(a.out(0), bar.in_(0))
     if slow_b_path:
@@ -137,3 +139,64 @@ def test_barrier_blocks_while_its_closed_input_still_holds_tuples(threads_n, run
     result = run_flow(flow, threads=threads_n, max_queue_size=MAX_QUEUE)
     assert result.outputs["sink"] == [(i, i) for i in range(5)]
     assert result.stats.operators["barrier"].activations <= 100
+
+
+class ChunkedSource(es.Operator):
+    """Pushes ``items`` in chunks of the given sizes (cycled): uneven chunks, some larger than a port."""
+
+    def __init__(self, items, sizes):
+        super().__init__(inputs=0, outputs=1)
+        self.items = list(items)
+        self.sizes = list(sizes)
+
+    async def process(self, ctx: es.Context):
+        out, i, k = ctx.outputs[0], 0, 0
+        while i < len(self.items) and not ctx.shutdown_requested:
+            n = self.sizes[k % len(self.sizes)]
+            await out.push_many(self.items[i:i + n])
+            i, k = i + n, k + 1
+
+
+class BatchBarrier(es.Operator):
+    """Waits for ``n`` tuples on every port (``n`` cycling through ``takes``), pops them with ``pop_many(n)``
+    and pushes the zipped rows: takes cut the producers' chunks at other places than they were pushed."""
+
+    def __init__(self, ports, takes):
+        super().__init__(inputs=ports, outputs=1)
+        self.takes = list(takes)
+
+    async def process(self, ctx: es.Context):
+        k = 0
+        while not ctx.shutdown_requested:
+            n = self.takes[k % len(self.takes)]
+            k += 1
+            if await ctx.wait_for_all({port: n for port in ctx.inputs}) is es.Status.OVER:
+                # the end: pair what is left one by one
+                while all(len(p) for p in ctx.inputs):
+                    await ctx.outputs[0].push(tuple(p.pop() for p in ctx.inputs))
+                break
+            await ctx.outputs[0].push_many(list(zip(*(p.pop_many(n) for p in ctx.inputs))))
+
+
+A_SIZES = (1, 7, 3, 20, 2, 16, 5)  # 20: more than a port holds, pushed in parts under back-pressure
+B_SIZES = (9, 1, 1, 13, 4)
+
+
+def test_barrier_output_content_and_order_with_uneven_input_chunks(policy, threads, run_flow):
+    a_items = [("a", i) for i in range(1500)]
+    b_items = [("b", i) for i in range(1400)]
+    flow = barrier_flow(ChunkedSource(a_items, A_SIZES), ChunkedSource(b_items, B_SIZES))
+    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, seed=11)
+    out = result.outputs["sink"]
+    assert out == list(zip(a_items, b_items))  # exact content and order, the longer input's tail dropped
+    assert_buffers_bounded(result.stats, MAX_QUEUE)
+
+
+def test_batch_barrier_taking_partial_chunks_keeps_content_and_order(policy, threads, run_flow):
+    a_items = list(range(1000))
+    b_items = [-x for x in range(1000)]
+    flow = barrier_flow(ChunkedSource(a_items, A_SIZES), ChunkedSource(b_items, B_SIZES),
+                        barrier=BatchBarrier(2, takes=(3, 1, 5, 2, 8)))
+    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, seed=13)
+    assert result.outputs["sink"] == list(zip(a_items, b_items))
+    assert_buffers_bounded(result.stats, MAX_QUEUE)

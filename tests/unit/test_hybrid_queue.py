@@ -366,3 +366,101 @@ def test_docstring_examples_run(module):
 
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+# --- the delegation counters, checked directly (no threads, no join timeouts) ---------------------
+
+
+def _counters(q: HybridQueue) -> tuple[list[int], list[bool], list[int]]:
+    """(delegated[p], active[p], ready queue) — Fig. 7's count[p] split in two, and the re-queued partitions."""
+    return list(q._delegated), list(q._active), list(q._ready)
+
+
+def _check_counter_invariants(q: HybridQueue) -> None:
+    delegated, active, ready = _counters(q)
+    owed = Counter(q._master)
+    for p in range(q.partitions):
+        owed[p] -= q._skip[p]
+        # Invariant 3, exact: every tuple still queued in p is owed by a master entry or a delegation.
+        assert len(q._queues[p]) == delegated[p] + owed[p], (p, len(q._queues[p]), delegated[p], owed[p])
+        assert delegated[p] >= 0 and q._skip[p] >= 0
+        # Invariant 4: delegated work is never stranded.
+        if delegated[p]:
+            assert active[p] or p in ready, (p, delegated, active, ready)
+    assert len(ready) == len(set(ready)) and not any(active[p] for p in ready)
+
+
+def test_hybrid_counters_step_by_step():
+    q = HybridQueue(HashPartitioner(2), 2)
+    q.put_many([(0, "a0"), (0, "a1"), (1, "b0"), (0, "a2"), (1, "b1")])
+    w1 = q.take(1)
+    assert _counters(q) == ([0, 0], [True, False], [])
+    w2 = q.take(1)  # "a1" delegated to partition 0 on the way to "b0"
+    assert [i for _, _, i in w2.items] == ["b0"]
+    assert _counters(q) == ([1, 0], [True, True], [])
+    assert q.take(5) is None  # "a2" and "b1" both delegated: to 0 and to 1
+    assert _counters(q) == ([2, 1], [True, True], [])
+    assert (q.statistics().delegations, q.statistics().requeues) == (3, 0)
+    q.done(w2.partition)
+    assert _counters(q) == ([2, 1], [True, False], [1])
+    q.done(w1.partition)
+    assert _counters(q) == ([2, 1], [False, False], [1, 0])
+    ready1 = q.take(1)  # the ready queue first, at most budget of the delegated tuples
+    assert ready1.partition == 1 and [i for _, _, i in ready1.items] == ["b1"]
+    assert _counters(q) == ([2, 0], [False, True], [0])
+    part = q.take(1)
+    assert part.partition == 0 and [i for _, _, i in part.items] == ["a1"]
+    assert _counters(q) == ([1, 0], [True, True], [])
+    q.done(part.partition)  # one delegated tuple left: re-queued again
+    assert _counters(q) == ([1, 0], [False, True], [0])
+    last = q.take(8)
+    assert [i for _, _, i in last.items] == ["a2"] and _counters(q) == ([0, 0], [True, True], [])
+    q.done(last.partition)
+    q.done(ready1.partition)
+    assert _counters(q) == ([0, 0], [False, False], []) and q.is_idle()
+    assert (q.statistics().delegations, q.statistics().requeues) == (3, 3)
+
+
+@pytest.mark.parametrize("claim_ahead", [False, True], ids=["fig7", "claim-ahead"])
+@pytest.mark.parametrize("seed", range(8))
+def test_hybrid_counters_keep_their_invariants_under_seeded_interleavings(seed, claim_ahead):
+    """Virtual workers take and release claims in a seeded random order; counters checked after every call."""
+    rng = random.Random(seed)
+    q = HybridQueue(HashPartitioner(4), 4, claim_ahead=claim_ahead)
+    held: dict[int, Claim] = {}  # virtual worker -> its claim
+    seen: dict[int, list] = defaultdict(list)
+    n_put = 0
+    for _ in range(3000):
+        action = rng.random()
+        if action < 0.4 and n_put < 1000:
+            k = rng.choice([0, 0, 0, 1, 2, 3, 5, 6])  # one hot key: delegations are frequent
+            q.put(k, (k, n_put))
+            n_put += 1
+        elif action < 0.75:
+            free = [w for w in range(3) if w not in held]
+            if free:
+                claim = q.take(rng.randint(1, 4))
+                if claim is not None:
+                    held[rng.choice(free)] = claim
+                    for serial, key, item in claim.items:
+                        seen[key].append(item[1])
+        elif held:
+            w = rng.choice(sorted(held))
+            q.done(held.pop(w).partition)
+        _check_counter_invariants(q)
+    while held or not q.is_idle():  # drain: release everything, then take until empty
+        for w in sorted(held):
+            q.done(held.pop(w).partition)
+            _check_counter_invariants(q)
+        while (claim := q.take(4)) is not None:
+            for serial, key, item in claim.items:
+                seen[key].append(item[1])
+            q.done(claim.partition)
+            _check_counter_invariants(q)
+    assert _counters(q) == ([0] * 4, [False] * 4, []) and q._skip == [0] * 4 and not q._master
+    assert sum(len(v) for v in seen.values()) == n_put
+    for key, items in seen.items():
+        assert items == sorted(items), key  # per-key FIFO, each tuple once
+    stats = q.statistics()
+    assert (stats.puts, stats.taken, stats.backlog, stats.active) == (n_put, n_put, 0, 0)
+    assert stats.delegations > 0 and stats.requeues > 0

@@ -89,5 +89,5 @@ def test_the_consumer_is_woken_by_the_write_that_fills_a_port_of_one():
 @pytest.mark.parametrize("case", list(CASES))
 def test_threaded_flow_with_a_port_holding_exactly_the_need_finishes(case, threads, run_flow):
     make, max_queue, expected = CASES[case]
-    result = run_flow(make(), timeout=20, threads=threads, max_queue_size=max_queue, batch_size=4)
+    result = run_flow(make(), timeout=20, threads=threads, max_queue_size=max_queue)
     assert result.outputs["out"] == expected

@@ -266,8 +266,11 @@ def checked_run(flow: es.Flow, expected: Sequence[Any], what: str, *, timeout: f
 
 
 def _runner_kw(args: argparse.Namespace, **kw: Any) -> dict[str, Any]:
-    """Runner options of an engine run: the shared batch and queue sizes, overridden by ``kw``."""
-    return {"batch_size": args.engine_batch_size, "max_queue_size": args.engine_queue_size, **kw}
+    """Runner options of an engine run: the shared batch and queue sizes, overridden by ``kw``
+    (``reorder`` / ``partitioning`` go into the run's OrderingConfig)."""
+    ordering = {name: kw.pop(name) for name in ("reorder", "partitioning") if name in kw}
+    extra = {"ordering": es.OrderingConfig(**ordering)} if ordering else {}
+    return {"batch_size": args.engine_batch_size, "max_queue_size": args.engine_queue_size, **extra, **kw}
 
 
 def _sweep(name: str, configs: Sequence[tuple], repeat: int, once: Callable[..., dict[str, Any]],

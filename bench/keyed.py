@@ -235,7 +235,8 @@ def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args
         base = {"src": 0, "sum": 0, "out": args.merge_process}
         placement = replicated_placement(flow, processes, {"sum": processes}, placement=base)
         placement["sum#merge"] = args.merge_process
-    runner = es.Runner(processes=processes, placement=placement, start_method=args.start_method)
+    runner = es.Runner(processes=processes, placement=placement,
+                       process_options=es.ProcessConfig(start_method=args.start_method))
     t0 = time.perf_counter()
     result = runner.run(flow, timeout=600)
     seconds = time.perf_counter() - t0
@@ -537,7 +538,7 @@ def _warm_fork_server(args: argparse.Namespace) -> float:
     tiny = make_data(100, 10, args.seed)
     t0 = time.perf_counter()
     flow = build_flow(tiny, 1, 2)
-    es.Runner(processes=2, placement=replicated_placement(flow, 2, {"sum": 2}), start_method="forkserver").run(flow)
+    es.Runner(processes=2, placement=replicated_placement(flow, 2, {"sum": 2}), ).run(flow)
     return time.perf_counter() - t0
 
 

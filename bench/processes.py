@@ -54,7 +54,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         flow, sink = build_topology("chain", n_tuples=None, cost_us=args.cost_us, selectivity=1.0, gil="hold",
                                     ops=args.ops, seconds=args.seconds)
         runner = es.Runner(threads=args.threads, processes=p, max_queue_size=args.queue_size,
-                           batch_size=args.batch_size, start_method=args.start_method)
+                           batch_size=args.batch_size,
+                           process_options=es.ProcessConfig(start_method=args.start_method))
         m = measure_run(runner, flow, sink, seconds=args.seconds, warmup_s=args.warmup)
         ideal = p / (args.ops * args.cost_us * 1e-6)
         rows.append({"processes": p, "threads": args.threads, "throughput_tuples_per_s": m.throughput,

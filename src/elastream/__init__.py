@@ -14,13 +14,17 @@ from elastream.errors import ElastreamError, FlowValidationError, OperatorError,
 from elastream.graph.flow import Flow, InputRef, OperatorHandle, OutputRef
 from elastream.operators.base import FunctionOperator, Operator, SourceOperator, Status
 from elastream.runtime.context import Context, InputPort, OutputPort
-from elastream.runtime.runner import RunHandle, Runner, RunResult
+from elastream.execution.runner import Runner
+from elastream.operators.spec import Kind, OperatorSpec
+from elastream.runtime.config import OrderingConfig, ProcessConfig, RunConfig, SchedulingConfig
+from elastream.runtime.handle import RunHandle, RunResult
 from elastream.runtime.states import OperatorState
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Context", "ElastreamError", "Flow", "FlowValidationError", "FunctionOperator", "InputPort", "InputRef",
-    "Operator", "OperatorError", "OperatorHandle", "OperatorState", "OutputPort", "OutputRef", "RecordError",
-    "RunHandle", "RunResult", "Runner", "SourceOperator", "Status", "ops", "policies",
+    "Context", "ElastreamError", "Flow", "FlowValidationError", "FunctionOperator", "InputPort", "InputRef", "Kind",
+    "Operator", "OperatorError", "OperatorHandle", "OperatorSpec", "OperatorState", "OrderingConfig", "OutputPort",
+    "OutputRef", "ProcessConfig", "RecordError", "RunConfig", "RunHandle", "RunResult", "Runner", "SchedulingConfig",
+    "SourceOperator", "Status", "ops", "policies",
 ]

@@ -8,6 +8,8 @@ formatted traceback in ``details``).
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ElastreamError(Exception):
     """Base class of every error elastream raises on purpose."""
@@ -29,13 +31,16 @@ class OperatorError(ElastreamError):
     """An operator raised while the flow ran; the flow was stopped.
 
     ``operator`` is the operator's name, ``__cause__`` the original exception and
-    ``details`` its formatted traceback.
+    ``details`` its formatted traceback. ``partial`` is what the run had produced
+    when it stopped (a ``RunResult``: what every sink accepted, its statistics),
+    or None where that could not be gathered.
     """
 
-    def __init__(self, operator: str, cause: BaseException, details: str):
+    def __init__(self, operator: str, cause: BaseException, details: str, partial: Any = None):
         super().__init__(f"operator {operator!r} failed: {type(cause).__name__}: {cause}\n{details}")
         self.operator = operator
         self.details = details
+        self.partial = partial
 
 
 class RecordError(ElastreamError):

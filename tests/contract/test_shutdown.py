@@ -87,7 +87,7 @@ def test_operator_ignoring_shutdown_is_closed_after_grace(threads_n, wait_until)
     s = flow.add(stubborn, name="stubborn")
     s >> flow.add(es.ops.Callback(lambda x: None), name="drop")
     grace = 0.5
-    handle = es.Runner(threads=threads_n, max_queue_size=4, shutdown_grace_s=grace).start(flow)
+    handle = es.Runner(threads=threads_n, max_queue_size=4, scheduling=es.SchedulingConfig(shutdown_grace_s=grace)).start(flow)
     try:
         wait_until(lambda: stubborn.pushed > 100, what="the stubborn operator to run")
         t0 = time.perf_counter()

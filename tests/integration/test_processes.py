@@ -56,7 +56,7 @@ def test_workers_see_the_environment_of_the_moment_they_start(monkeypatch, start
     placement = {"src": 0, "read": 1, "out": 0}
     monkeypatch.setenv("ES_PROBE", "first")
     monkeypatch.setenv("ES_PROBE_GONE", "here")
-    runner = es.Runner(processes=2, placement=placement, start_method=start_method)
+    runner = es.Runner(processes=2, placement=placement, process_options=es.ProcessConfig(start_method=start_method))
     assert runner.run(environment_probe(), timeout=60).outputs["out"] == [("first", "here")] * 2
     # a fork server started by the first run (or earlier) must not hand its own environment on
     monkeypatch.setenv("ES_PROBE", "second")
@@ -65,7 +65,7 @@ def test_workers_see_the_environment_of_the_moment_they_start(monkeypatch, start
 
 
 def test_workers_fork_from_the_fork_server_by_default():
-    assert es.Runner(processes=2).start_method == "forkserver"
+    assert es.Runner(processes=2).config.process.start_method == "forkserver"
 
 
 def test_auto_placement_and_fan_in_keep_per_stream_order():
@@ -86,7 +86,8 @@ def test_back_pressure_bounds_ports_across_processes():
     slow = flow.add(es.ops.Busy(cost_us=200.0), name="slow")
     out = flow.add(es.ops.Collect(), name="out")
     src >> slow >> out
-    runner = es.Runner(processes=2, threads=1, max_queue_size=32, batch_size=16, ring_bytes=64 << 10,
+    runner = es.Runner(processes=2, threads=1, max_queue_size=32, batch_size=16,
+                       process_options=es.ProcessConfig(ring_bytes=64 << 10),
                        placement={"src": 0, "slow": 1, "out": 1})
     result = runner.run(flow, timeout=60)
     assert result.outputs["out"] == list(range(3_000))

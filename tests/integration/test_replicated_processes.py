@@ -131,7 +131,7 @@ def test_the_replica_window_setting_reaches_the_split_and_keeps_the_order(window
     flow = pipeline(running_count)
     expected = es.Runner().run(pipeline(running_count), timeout=60).outputs["out"]
     placement = replicated_placement(flow, 2, {"x": 2}, placement={"src": 0, "pre": 0, "x": 0, "out": 0})
-    handle = es.Runner(processes=2, placement=placement, replica_window_ms=window_ms).start(flow)
+    handle = es.Runner(processes=2, placement=placement, ordering=es.OrderingConfig(replica_window_ms=window_ms)).start(flow)
     link = handle.run_flow["x#split"].operator.link
     assert link.scale == pytest.approx(1.0 if window_ms is None else window_ms / 200.0)
     assert handle.wait(60).outputs["out"] == expected

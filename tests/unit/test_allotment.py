@@ -57,7 +57,7 @@ def stateless_flow(n: int, gauge: Concurrency, pause: float = 0.0005) -> es.Flow
 @pytest.mark.parametrize("reorder", ["nonblocking", "lock"])
 def test_stateless_operator_runs_on_several_workers_and_keeps_order(reorder):
     gauge = Concurrency()
-    result = run(stateless_flow(400, gauge), threads=4, batch_size=4, reorder=reorder)
+    result = run(stateless_flow(400, gauge), threads=4, batch_size=4, ordering=es.OrderingConfig(reorder=reorder))
     assert result.outputs["out"] == [2 * x for x in range(400)]
     assert gauge.peak >= 2, "no two workers ever ran the stateless operator at once"
     double = result.stats.operators["double"]
@@ -103,7 +103,7 @@ def sequential_running_sums(events: list[tuple[int, int]]) -> list[tuple[int, in
 def test_partitioned_operator_never_runs_one_key_on_two_workers_and_keeps_its_state(partitioning):
     events = [(i % 7, i) for i in range(700)]
     gauge = Concurrency()
-    result = run(keyed_flow(events, gauge, partitions=4), threads=4, batch_size=8, partitioning=partitioning)
+    result = run(keyed_flow(events, gauge, partitions=4), threads=4, batch_size=8, ordering=es.OrderingConfig(partitioning=partitioning))
     assert result.outputs["out"] == sequential_running_sums(events)
     assert gauge.key_overlaps == 0
     assert gauge.peak >= 2, "no two partitions were ever processed at once"
@@ -248,7 +248,7 @@ def test_idle_workers_do_not_spin_on_work_only_a_partition_holder_may_take(parti
     flow = es.Flow("hot")
     (flow.source(es.ops.FromIterable(items), name="src")
          .key_by(lambda x: x[1], partitions=partitions).process(step, state=int).collect(name="sink"))
-    result = run(flow, threads=3, partitioning=partitioning)
+    result = run(flow, threads=3, ordering=es.OrderingConfig(partitioning=partitioning))
     assert len(result.outputs["sink"]) == 3000
     # Before the fix, idle workers took the task again and again (hundreds of thousands of dispatches).
     assert result.stats.operators[next(n for n in result.stats.operators if n.startswith("keyed"))].activations < 2000

@@ -9,7 +9,7 @@ import pytest
 
 from elastream.processes.child import _EndSignal
 from elastream.processes.supervisor import WATCH_S
-from elastream.runtime.runner import WAIT_CHECK_S, wait_slice
+from elastream.runtime.handle import WAIT_CHECK_S, wait_slice
 
 pytestmark = pytest.mark.timeout(30)
 

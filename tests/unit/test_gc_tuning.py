@@ -8,6 +8,7 @@ import pytest
 
 import elastream as es
 from elastream.runtime import gc_tuning
+from elastream.runtime.config import GC_THRESHOLD_ENV
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,24 +54,32 @@ def threshold_probe() -> es.Flow:
     return flow
 
 
-@pytest.mark.parametrize("setting, seen", [(12_345, 12_345), (None, 700)])
-def test_a_run_holds_the_threshold_while_it_runs_and_restores_it(setting, seen):
-    result = es.Runner(gc_threshold=setting).run(threshold_probe(), timeout=30)
+@pytest.mark.parametrize("setting, seen", [("12345", 12_345), ("off", 700)])
+def test_a_run_holds_the_threshold_while_it_runs_and_restores_it(monkeypatch, setting, seen):
+    monkeypatch.setenv(GC_THRESHOLD_ENV, setting)
+    result = es.Runner().run(threshold_probe(), timeout=30)
     assert result.outputs["out"] == [seen] * 3
     assert gc.get_threshold() == (700, 10, 10)
 
 
 @pytest.mark.slow
-def test_worker_processes_run_with_the_runners_threshold():
+def test_worker_processes_run_with_the_runners_threshold(monkeypatch):
     placement = {"src": 0, "read": 1, "out": 0}
-    result = es.Runner(processes=2, placement=placement, gc_threshold=23_456).run(threshold_probe(), timeout=60)
+    monkeypatch.setenv(GC_THRESHOLD_ENV, "23456")
+    result = es.Runner(processes=2, placement=placement).run(threshold_probe(), timeout=60)
     assert result.outputs["out"] == [23_456] * 3
     assert gc.get_threshold() == (700, 10, 10)
 
 
-def test_a_threshold_below_one_is_refused():
-    with pytest.raises(ValueError, match="gc_threshold"):
-        es.Runner(gc_threshold=0)
+def test_a_bad_threshold_setting_is_refused_naming_the_variable(monkeypatch):
+    monkeypatch.setenv(GC_THRESHOLD_ENV, "-5")
+    with pytest.raises(ValueError, match=GC_THRESHOLD_ENV):
+        es.Runner()
+
+
+def test_the_old_runner_option_names_its_new_spelling():
+    with pytest.raises(TypeError, match=GC_THRESHOLD_ENV):
+        es.Runner(gc_threshold=1000)
 
 
 def fresh(i: int) -> list:

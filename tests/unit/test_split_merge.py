@@ -582,4 +582,4 @@ def test_a_links_window_setting_scales_the_windows_and_the_pieces():
 
 def test_the_runner_refuses_a_replica_window_that_is_not_positive():
     with pytest.raises(ValueError, match="replica_window_ms"):
-        es.Runner(replica_window_ms=0)
+        es.OrderingConfig(replica_window_ms=0)

@@ -16,32 +16,24 @@ runner compiles the flow that holds it.
 
 from __future__ import annotations
 
+import copy
 import enum
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from elastream.operators.spec import UNBOUNDED, Driver, Kind, OperatorSpec, max_parallelism
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.context import Context
 
+__all__ = ["PARTITIONED", "STATEFUL", "STATELESS", "UNBOUNDED", "Driver", "FunctionOperator", "Kind", "Operator",
+           "OperatorSpec", "SourceOperator", "Status", "max_parallelism"]
 
-#: Operator kinds of ordered-multicore §1.1 (plus the runtime's own roles).
-STATELESS = "stateless"
-PARTITIONED = "partitioned"
-STATEFUL = "stateful"
-#: "No bound" on the workers of a stateless operator (§6: as many as there are cores).
-UNBOUNDED = 1 << 20
-
-
-def max_parallelism(kind: str, partitions: int = 1) -> int:
-    """Most workers an operator of ``kind`` may have at once (ordered-multicore §6).
-
-    Example: ``max_parallelism("partitioned", 8) == 8``
-    """
-    if kind == STATELESS:
-        return UNBOUNDED
-    if kind == PARTITIONED:
-        return max(1, int(partitions))
-    return 1
+#: Operator kinds of ordered-multicore §1.1 (the :class:`Kind` members, under their old names).
+STATELESS = Kind.STATELESS
+PARTITIONED = Kind.PARTITIONED
+STATEFUL = Kind.STATEFUL
 
 
 class Status(enum.Enum):
@@ -74,8 +66,14 @@ class Operator:
 
     #: Most workers that may run this operator at once (ordered-multicore §6).
     max_workers: int = 1
-    #: Declared kind: "coroutine", "stateless", "partitioned" or "stateful".
-    kind: str = "coroutine"
+    #: What the operator is (:class:`~elastream.operators.spec.Kind`).
+    kind: Kind = Kind.COROUTINE
+    #: Tuples its input port must hold at least, and its output's subscribers, whatever ``max_queue_size``.
+    input_capacity: int = 0
+    output_capacity: int = 0
+    #: Declared CPU cost per tuple (µs) and output/input ratio, for offline placement (None: unknown).
+    cost_us: float | None = None
+    selectivity: float | None = None
 
     def __init__(self, inputs: int = 0, outputs: int = 0, *, control_inputs: Iterable[int] = ()):
         if inputs < 0 or outputs < 0:
@@ -112,6 +110,26 @@ class Operator:
         """Short human-readable description used in tables and errors."""
         return type(self).__name__
 
+    def spec(self) -> OperatorSpec:
+        """What this operator is, frozen: what backends and graph passes match on (never the class).
+
+        Subclasses with a key, an end hook or a declarative transform extend it with
+        ``dataclasses.replace(super().spec(), ...)``.
+        """
+        return OperatorSpec(kind=Kind(self.kind), inputs=self.n_inputs, outputs=self.n_outputs,
+                            max_workers=max(1, int(self.max_workers or 1)),
+                            input_capacity=int(self.input_capacity or 0),
+                            output_capacity=int(self.output_capacity or 0),
+                            cost_us=self.cost_us, selectivity=self.selectivity)
+
+    def instantiate(self) -> Operator:
+        """The instance a run works on: a shallow copy, whose run state ``open`` creates afresh.
+
+        The flow's own object then holds no run state (results come from the instance), and
+        replicas get one instance each. Override where a shallow copy would share run state.
+        """
+        return copy.copy(self)
+
 
 class FunctionOperator(Operator):
     """An operator defined by a batch function instead of a driver loop.
@@ -129,6 +147,9 @@ class FunctionOperator(Operator):
         if outputs > 1:
             raise ValueError("function operators have at most one output port")
         super().__init__(inputs=inputs, outputs=outputs, **kw)
+
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), driver=Driver.BATCH)
 
     def on_batch(self, items: list, port: int) -> list | None:
         """Process a batch taken from input ``port``; return the outputs (or None)."""
@@ -165,10 +186,13 @@ class SourceOperator(Operator):
     when the source is exhausted.
     """
 
-    kind = "source"
+    kind = Kind.SOURCE
 
     def __init__(self, outputs: int = 1):
         super().__init__(inputs=0, outputs=outputs)
+
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), driver=Driver.PULL)
 
     def next_batch(self, max_items: int) -> list | None:
         """Return the next tuples (at most ``max_items``) or None when exhausted."""

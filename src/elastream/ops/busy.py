@@ -12,7 +12,7 @@ import random
 from time import perf_counter, thread_time
 from typing import Any
 
-from elastream.operators.base import FunctionOperator
+from elastream.operators.base import STATELESS, FunctionOperator
 
 _CALIBRATION: dict[int, float] = {}
 _HASH_BLOCK = 1 << 16  # hashlib releases the GIL for inputs above 2047 bytes
@@ -51,7 +51,7 @@ class Busy(FunctionOperator):
     ``s - floor(s)``. The random stream is seeded, so runs are reproducible.
     """
 
-    kind = "stateless"
+    kind = STATELESS
 
     def __init__(self, cost_us: float = 100.0, selectivity: float = 1.0, gil: str = "hold", seed: int = 0):
         super().__init__(inputs=1, outputs=1)

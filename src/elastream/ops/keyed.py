@@ -19,10 +19,13 @@ dicts are never touched by two threads at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATEFUL, FunctionOperator, max_parallelism
+from elastream.operators.keygroups import keys_in_groups
+from elastream.operators.spec import Declared, OperatorSpec, key_groups_for
 
 Step = Callable[[Any, Any], tuple[Any, Iterable[Any]]]
 KeyedEnd = Callable[[Any, Any], Iterable[Any]]
@@ -35,6 +38,11 @@ def _check_callable(owner: str, **functions: Any) -> None:
     for name, fn in functions.items():
         if not callable(fn):
             raise TypeError(f"{owner}: {name} must be callable, got {fn!r}")
+
+
+def _export(states: dict, groups: int, chosen: Collection[int]) -> dict:
+    """Remove and return the entries of ``states`` whose keys fall in the key groups ``chosen``."""
+    return {k: states.pop(k) for k in keys_in_groups(list(states), groups, chosen)}
 
 
 def _check_partitioning(partitions: int, strategy: str) -> None:
@@ -70,12 +78,26 @@ class KeyedProcess(FunctionOperator):
         self.state_factory = state
         self.on_end = on_end
         self.partitions = int(partitions)
+        self.key_groups = key_groups_for(self.partitions)
         self.strategy = strategy
         self.max_workers = max_parallelism(PARTITIONED, self.partitions)
         self.states: dict[Any, Any] = {}
 
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), key=self.key, partitions=self.partitions, key_groups=self.key_groups,
+                       strategy=self.strategy, on_end=self.on_end, ends_by_key=True, movable_state=True,
+                       declared=Declared("keyed_process", self.step, self.state_factory, self.on_end))
+
     def open(self, ctx) -> None:
         self.states = {}
+
+    def export_state(self, groups: Collection[int]) -> dict[Any, Any]:
+        """Remove and return the state of every key in the key groups ``groups`` (key → state)."""
+        return _export(self.states, self.key_groups, groups)
+
+    def import_state(self, states: Mapping[Any, Any]) -> None:
+        """Take over per-key state exported by another instance of this operator."""
+        self.states.update(states)
 
     def on_batch(self, items: list, port: int) -> list:
         key, step, states, factory = self.key, self.step, self.states, self.state_factory
@@ -143,6 +165,7 @@ class KeyedReduce(FunctionOperator):
         super().__init__(inputs=1, outputs=1)
         _check_partitioning(partitions, strategy)
         self.partitions = int(partitions)
+        self.key_groups = key_groups_for(self.partitions)
         self.strategy = strategy
         self.max_workers = max_parallelism(PARTITIONED, self.partitions)
         self.key = key
@@ -150,8 +173,21 @@ class KeyedReduce(FunctionOperator):
         self.initial = initial
         self.acc: dict[Any, Any] = {}
 
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), key=self.key, partitions=self.partitions, key_groups=self.key_groups,
+                       strategy=self.strategy, one_to_one=True, movable_state=True,
+                       declared=Declared("keyed_reduce", self.fn, self.initial))
+
     def open(self, ctx) -> None:
         self.acc = {}
+
+    def export_state(self, groups: Collection[int]) -> dict[Any, Any]:
+        """Remove and return the running fold of every key in the key groups ``groups``."""
+        return _export(self.acc, self.key_groups, groups)
+
+    def import_state(self, states: Mapping[Any, Any]) -> None:
+        """Take over running folds exported by another instance of this operator."""
+        self.acc.update(states)
 
     def on_batch(self, items: list, port: int) -> list:
         key, fn, acc, initial = self.key, self.fn, self.acc, self.initial
@@ -195,8 +231,21 @@ class StatefulProcess(FunctionOperator):
         self.on_end = on_end
         self.state: Any = None
 
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), on_end=self.on_end, movable_state=True,
+                       declared=Declared("stateful_process", self.step, self.state_factory, self.on_end))
+
     def open(self, ctx) -> None:
         self.state = self.state_factory()
+
+    def export_state(self, groups: Collection[int]) -> dict[Any, Any]:
+        """The whole stream's state (its one key group, 0) as ``{None: state}``; empty if 0 is not asked for."""
+        return {None: self.state} if 0 in groups else {}
+
+    def import_state(self, states: Mapping[Any, Any]) -> None:
+        """Take over the state exported by another instance (``{None: state}``)."""
+        if None in states:
+            self.state = states[None]
 
     def on_batch(self, items: list, port: int) -> list:
         step, s = self.step, self.state

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from elastream.operators.base import STATELESS, UNBOUNDED, FunctionOperator, Operator, Status
+from elastream.operators.spec import Declared, OperatorSpec
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -28,6 +30,9 @@ class Map(FunctionOperator):
     def on_batch(self, items: list, port: int) -> list:
         return list(map(self.fn, items))
 
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), one_to_one=True, declared=Declared("map", self.fn))
+
     def describe(self) -> str:
         return f"Map({_fn_name(self.fn)})"
 
@@ -44,6 +49,9 @@ class Filter(FunctionOperator):
 
     def on_batch(self, items: list, port: int) -> list:
         return list(filter(self.pred, items))
+
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), declared=Declared("filter", self.pred))
 
     def describe(self) -> str:
         return f"Filter({_fn_name(self.pred)})"
@@ -66,6 +74,9 @@ class FlatMap(FunctionOperator):
             out.extend(fn(x))
         return out
 
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), declared=Declared("flat_map", self.fn))
+
     def describe(self) -> str:
         return f"FlatMap({_fn_name(self.fn)})"
 
@@ -73,7 +84,7 @@ class FlatMap(FunctionOperator):
 class Union(FunctionOperator):
     """Merge ``n`` input streams into one (fan-in); each input's order is kept."""
 
-    kind = "stateless"
+    kind = STATELESS
 
     def __init__(self, n: int = 2):
         if n < 1:
@@ -82,6 +93,9 @@ class Union(FunctionOperator):
 
     def on_batch(self, items: list, port: int) -> list:
         return items
+
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), declared=Declared("union"))
 
 
 class Barrier(Operator):

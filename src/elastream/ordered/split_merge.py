@@ -85,7 +85,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Operator, Status
+from elastream.operators.base import PARTITIONED, STATELESS, FunctionOperator, Kind, Operator, Status
 from elastream.ordered.rebalance import (BUSY, HOLD, QUEUE_CAP, RESUME, THROTTLE_S, Move, RateMeter, SplitMergeLink,
                                          choose_moves, keyed_state)
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
@@ -222,7 +222,7 @@ class OrderedSplit(Operator):
         split = OrderedSplit(2, key=lambda e: e[0], partitions=8)
     """
 
-    kind = "split"
+    kind = Kind.COROUTINE
 
     def __init__(self, replicas: int, *, key: Callable[[Any], Any] | None = None, partitions: int = 1,
                  table: Sequence[int] | None = None, chunk: int | None = None,
@@ -667,7 +667,7 @@ class OrderedMerge(FunctionOperator):
         merge = OrderedMerge(reorder="nonblocking", capacity=4096)
     """
 
-    kind = "merge"
+    kind = Kind.STATEFUL  # one instance: it restores the order
 
     def __init__(self, reorder: str = "nonblocking", capacity: int = DEFAULT_REORDER_CAPACITY,
                  link: SplitMergeLink | None = None):

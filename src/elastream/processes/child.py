@@ -141,7 +141,7 @@ def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | 
     if environ is not None:
         adopt_environment(environ)
     from elastream.processes.spec import build_child_flow
-    from elastream.runtime.runner import Runner
+    from elastream.runtime.engine import start_threads
 
     try:
         spec = cloudpickle.loads(payload)
@@ -151,7 +151,6 @@ def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | 
             send(conn, ("done", {}, None, False))
             return
         flow = build_child_flow(spec)
-        runner = Runner(**spec.runner)
         early = _wait_for_rings(conn)
         if early is None:
             return  # the parent is gone
@@ -159,7 +158,7 @@ def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | 
             send(conn, ("started", os.getpid()))
             send(conn, ("done", {}, None, True))
             return
-        handle = runner.start(flow)
+        handle = start_threads(flow, spec.config)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
         send(conn, ("failed", f"<process {index}>", type(exc).__name__, str(exc), traceback.format_exc(), None))
         return
@@ -167,7 +166,7 @@ def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | 
         _obey(handle, message)
     send(conn, ("started", os.getpid()))
     # Snapshots cost ~0.5 ms of this process's CPU (and a GIL switch): a few per second suffice.
-    period = max(spec.runner.get("stats_period_ms", 100.0) / 1000.0, STATS_TO_PARENT_S)
+    period = max(spec.config.scheduling.stats_period_ms / 1000.0, STATS_TO_PARENT_S)
     ended = _EndSignal(handle.sched.finished)
     try:
         _control_loop(conn, handle, ended, period)

@@ -35,7 +35,7 @@ class LocalPart:
     """One part of a split flow run by the engine in this process (same role as a child process)."""
 
     def __init__(self, spec: ChildSpec):
-        from elastream.runtime.runner import Runner
+        from elastream.runtime.engine import start_threads
 
         self.spec = spec
         self.pid = os.getpid()
@@ -50,7 +50,7 @@ class LocalPart:
             os.write(self._write_end, b"x")
             return
         try:
-            self.handle = Runner(**spec.runner).start(build_child_flow(spec))
+            self.handle = start_threads(build_child_flow(spec), spec.config)
         except BaseException:
             self.close()
             raise

@@ -20,7 +20,7 @@ from typing import Any
 
 from elastream.ipc.codec import PickleCodec
 from elastream.ipc.ring import SharedRing
-from elastream.operators.base import Operator, Status
+from elastream.operators.base import Kind, Operator, Status
 
 
 #: A receiver's nap on an empty ring while its process is busy (see RingReceiver._wait_for_data).
@@ -30,7 +30,7 @@ NAP_S = 0.001
 class RingSender(Operator):
     """Input port 0 → shared-memory ring ``ring_name`` (one record per batch)."""
 
-    kind = "proxy"
+    kind = Kind.COROUTINE  # the engine's own ends of a ring
 
     def __init__(self, ring_name: str, batch_size: int = 256):
         super().__init__(inputs=1, outputs=0)
@@ -86,7 +86,7 @@ def _fitting_payloads(encode: Any, batch: list, limit: int) -> list:
 class RingReceiver(Operator):
     """Shared-memory ring ``ring_name`` → output port 0."""
 
-    kind = "proxy"
+    kind = Kind.COROUTINE  # the engine's own ends of a ring
 
     def __init__(self, ring_name: str, max_records: int = 16):
         super().__init__(inputs=0, outputs=1)

@@ -298,9 +298,9 @@ def replicated_placement(flow: Flow, processes: int, replicas: Mapping[str, int]
         # {'src': 0, 'sum': 0, 'out': 1, 'sum#0': 0, 'sum#1': 1}
         es.Runner(processes=2, placement=plan).run(flow)
     """
-    from elastream.runtime.runner import Runner
+    from elastream.placement.choose import resolve_assignment
 
-    base = Runner(processes=processes, placement=placement).assignment(flow)
+    base = resolve_assignment(placement, flow, processes)
     counts = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas)  # type: ignore[arg-type]
     for name, count in counts.items():
         check_replicable(flow, name, count)

@@ -11,10 +11,11 @@ blocking between streams).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastream.graph.flow import Connection, Flow
+from elastream.runtime.config import RunConfig
 from elastream.ordered.split_merge import OrderedSplit
 
 PROXY_PREFIX = "__ring_"
@@ -53,7 +54,8 @@ class ChildSpec:
     connections: list[Connection] = field(default_factory=list)
     outgoing: list[CrossEdge] = field(default_factory=list)
     incoming: list[CrossEdge] = field(default_factory=list)
-    runner: dict[str, Any] = field(default_factory=dict)
+    config: RunConfig = field(default_factory=RunConfig)
+    """The part's own engine configuration (one process, threads backend)."""
     batch_size: int = 256
 
 
@@ -73,7 +75,7 @@ def cross_edges(flow: Flow, assignment: dict[str, int]) -> list[tuple[int, Conne
 
 
 def split_flow(flow: Flow, assignment: dict[str, int], processes: int, ring_names: dict[int, str],
-               runner: dict[str, Any]) -> list[ChildSpec]:
+               config: RunConfig) -> list[ChildSpec]:
     """One ChildSpec per process; ``ring_names`` maps cross-edge id to its ring."""
     missing = [name for name in flow.operators if name not in assignment]
     if missing:
@@ -81,8 +83,8 @@ def split_flow(flow: Flow, assignment: dict[str, int], processes: int, ring_name
     bad = {n: p for n, p in assignment.items() if not 0 <= p < processes}
     if bad:
         raise ValueError(f"placement uses processes outside 0..{processes - 1}: {bad}")
-    specs = [ChildSpec(index=i, flow_name=f"{flow.name}[{i}]", runner=dict(runner),
-                       batch_size=int(runner.get("batch_size", 256))) for i in range(processes)]
+    specs = [ChildSpec(index=i, flow_name=f"{flow.name}[{i}]", config=config,
+                       batch_size=config.batch_size) for i in range(processes)]
     for name, handle in flow.operators.items():
         specs[assignment[name]].operators.append((name, handle.operator))
     for edge, conn, a, b in cross_edges(flow, assignment):
@@ -99,8 +101,7 @@ def split_flow(flow: Flow, assignment: dict[str, int], processes: int, ring_name
         if any(name in balancing or name in steered for name, _ in spec.operators):
             # A balancing split steers by the progress its merge sees; with long quanta that news
             # waits behind whichever operator holds a process's worker (a replica computing).
-            spec.runner["quantum_ms"] = min(float(spec.runner.get("quantum_ms", BALANCING_QUANTUM_MS)),
-                                            BALANCING_QUANTUM_MS)
+            spec.config = replace(spec.config, quantum_ms=min(spec.config.quantum_ms, BALANCING_QUANTUM_MS))
     return specs
 
 

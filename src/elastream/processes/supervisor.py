@@ -42,7 +42,9 @@ from elastream.processes.child import FORKSERVER_SETUP_ENV, child_main, receive,
 from elastream.processes.local import LocalPart
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
-from elastream.runtime.runner import wait_slice
+from elastream.runtime.config import RunConfig
+from elastream.runtime.decisions import Applied, Decision, SetThreads
+from elastream.runtime.handle import RunResult, wait_slice
 
 
 #: Longest sleep of the supervisor thread and of a waiting caller between looks (Ctrl-C interrupts the
@@ -98,19 +100,19 @@ class ProcessRunHandle:
     ``flow`` must already be validated (``Runner.start`` does it before placing).
     """
 
-    def __init__(self, runner: Any, flow: Flow, assignment: dict[str, int]):
+    def __init__(self, flow: Flow, config: RunConfig, assignment: dict[str, int]):
         from elastream.ipc.ring import SharedRing
 
         self.flow = flow
-        self.runner = runner
-        # Replicated operators (placement entries "X#r", C-Stream §4.2) become split → replicas → merge.
-        # A Runner that grows a ``replicas=`` option ({name: count} or "auto") is honoured as well.
-        placement = getattr(runner, "placement", None)
+        self.config = config
+        self.timeline: list[Applied] = []
+        # Replicated operators (``replicas=``, C-Stream §4.2) become split → replicas → merge.
+        placement = config.placement
         self.run_flow, self.assignment = expand_assignment(
-            flow, assignment, runner.processes, getattr(runner, "replicas", None),
+            flow, assignment, config.processes, config.replicas,
             stats=placement if isinstance(placement, FlowStats) else None,
-            window_s=getattr(runner, "replica_window_s", None))
-        self.processes = runner.processes
+            window_s=config.ordering.replica_window_s)
+        self.processes = config.processes
         self._started = perf_counter()
         self._rings: list[Any] = []
         self._done = threading.Event()
@@ -123,14 +125,14 @@ class ProcessRunHandle:
         self._local: LocalPart | None = None
         ring_names = {edge: SharedRing.new_name() for edge, *_ in cross_edges(self.run_flow, self.assignment)}
         try:
-            specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, runner.child_options())
+            specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, config.for_part())
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
             # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
             # waits for "rings" before it attaches any.
             self._children = self._spawn(specs[1:])
             for name in ring_names.values():
                 # This handle only unlinks: the parts' own handles map and prefault the pages they use.
-                self._rings.append(SharedRing.create(runner.ring_bytes, name=name, producers=1, prefault=False))
+                self._rings.append(SharedRing.create(config.process.ring_bytes, name=name, producers=1, prefault=False))
             for c in self._children:
                 _send_quietly(c.conn, ("rings",))  # one that has ended already (no operators) is reaped as usual
             self._local = LocalPart(specs[0])
@@ -143,9 +145,9 @@ class ProcessRunHandle:
 
     # -- start ---------------------------------------------------------------------------
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
-        ctx = mp.get_context(self.runner.start_method)
+        ctx = mp.get_context(self.config.process.start_method)
         payloads = [cloudpickle.dumps(spec) for spec in specs]
-        if self.runner.start_method == "forkserver" and not _fork_server_running():
+        if self.config.process.start_method == "forkserver" and not _fork_server_running():
             # The fork server imports the engine once; every later worker forks from it warm
             # (~10 ms instead of a fresh interpreter's ~0.3 s of imports). It is told only when it
             # starts, so what this flow's workers import is added then: a later run of the same
@@ -154,7 +156,7 @@ class ProcessRunHandle:
             _start_fork_server(ctx, list(dict.fromkeys(FORKSERVER_PRELOAD + tuple(preloadable_modules(wanted)))),
                                precompilable_sources(wanted))
         # A spawned worker inherits this process's environment; a forked one the fork server's.
-        environ = dict(os.environ) if self.runner.start_method == "forkserver" else None
+        environ = dict(os.environ) if self.config.process.start_method == "forkserver" else None
         children = []
         try:
             for spec, payload in zip(specs, payloads):
@@ -186,7 +188,7 @@ class ProcessRunHandle:
     def _watch(self) -> None:
         live = {c.conn: c for c in self._children}
         sentinels = {c.process.sentinel: c for c in self._children}
-        grace = self.runner.shutdown_grace_s + 2.0
+        grace = self.config.scheduling.shutdown_grace_s + 2.0
         local = self._local
         while live or (local is not None and local.final is None):
             local_running = local is not None and local.final is None
@@ -266,7 +268,7 @@ class ProcessRunHandle:
         local = self._local
         if local is not None and local.final is None:
             local.request_shutdown()  # only after the grace period: its threads get one more chance to end
-            local.collect(timeout=self.runner.shutdown_grace_s + 2.0)
+            local.collect(timeout=self.config.scheduling.shutdown_grace_s + 2.0)
         if local is not None:
             local.close()
         for c in self._children:
@@ -290,11 +292,39 @@ class ProcessRunHandle:
         self._rings = []
 
     # -- control -----------------------------------------------------------------------------
-    def shutdown(self, timeout: float = 5.0) -> Any:
-        """Ask every worker process to stop and wait for them."""
+    def request_shutdown(self) -> None:
+        """Ask every worker process to stop, without waiting."""
         self._explicit_shutdown = True
         self._broadcast_shutdown()
+
+    def shutdown(self, timeout: float = 5.0) -> Any:
+        """Ask every worker process to stop and wait for them."""
+        self.request_shutdown()
         return self.wait(timeout)
+
+    @property
+    def finished(self) -> threading.Event:
+        """Set once every worker process has ended."""
+        return self._done
+
+    def submit(self, decisions: list[Decision]) -> list[Applied]:
+        """Apply ``decisions``: thread counts go to the named process (0: this one) over its control pipe."""
+        applied = [self._apply(d) for d in decisions]
+        self.timeline.extend(applied)
+        return applied
+
+    def _apply(self, decision: Decision) -> Applied:
+        at = perf_counter() - self._started
+        if isinstance(decision, SetThreads) and 0 <= decision.process < self.processes:
+            if decision.process == 0 and self._local is not None:
+                self._local.set_threads(decision.threads)
+                return Applied(decision, at, True)
+            child = next((c for c in self._children if c.spec.index == decision.process), None)
+            if child is not None and child.final is None:
+                send(child.conn, ("threads", decision.threads))
+                return Applied(decision, at, True)
+            return Applied(decision, at, False, f"process {decision.process} has ended")
+        return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the processes backend yet")
 
     def set_threads(self, n: int) -> int:
         """Set the worker-thread count of every worker process."""
@@ -314,7 +344,7 @@ class ProcessRunHandle:
     @property
     def threads(self) -> int:
         """Worker threads per process."""
-        return self.runner.threads
+        return self.config.threads
 
     @property
     def done(self) -> bool:
@@ -331,13 +361,11 @@ class ProcessRunHandle:
         except KeyboardInterrupt:
             self._explicit_shutdown = True
             self._broadcast_shutdown()
-            self._done.wait(self.runner.shutdown_grace_s + 5.0)
+            self._done.wait(self.config.scheduling.shutdown_grace_s + 5.0)
             raise
         return self._finish()
 
     def _finish(self) -> Any:
-        from elastream.runtime.runner import RunResult
-
         if self._failure is not None:
             raise self._failure
         if self._result is None:
@@ -354,7 +382,7 @@ class ProcessRunHandle:
         """Merged statistics of every worker process (proxies left out)."""
         local = [self._local.stats()] if self._local is not None else []
         return merge_stats(local + [c.stats for c in self._children], perf_counter() - self._started,
-                           self.runner.threads * self.processes, self.assignment, self._proxy_targets)
+                           self.config.threads * self.processes, self.assignment, self._proxy_targets)
 
     def _finals(self) -> list[tuple | None]:
         local = [self._local.final] if self._local is not None else []

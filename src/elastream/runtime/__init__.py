@@ -1,7 +1,7 @@
-"""Runtime mechanism: buffers, tasks, the base scheduler, workers, runner."""
+"""Runtime mechanism: buffers, tasks, the base scheduler, workers, the threads backend."""
 
 from elastream.runtime.context import Context, InputPort, OutputPort
-from elastream.runtime.runner import RunHandle, Runner, RunResult
+from elastream.runtime.handle import RunHandle, RunResult
 from elastream.runtime.states import OperatorState
 
-__all__ = ["Context", "InputPort", "OperatorState", "OutputPort", "RunHandle", "RunResult", "Runner"]
+__all__ = ["Context", "InputPort", "OperatorState", "OutputPort", "RunHandle", "RunResult"]

@@ -43,7 +43,7 @@ from collections import deque
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from elastream.operators.base import PARTITIONED
+from elastream.operators.spec import Driver, Kind, OperatorSpec
 from elastream.ordered.partitioning import make_partitioned_input, make_partitioner
 from elastream.ordered.reorder import make_reorder_buffer
 from elastream.runtime.task import FunctionTask
@@ -87,7 +87,8 @@ class ParallelFunctionTask(FunctionTask):
     def __init__(self, name: str, op: Operator, index: int, batch_size: int, *, reorder: str = "nonblocking",
                  partitioning: str = "hybrid"):
         super().__init__(name, op, index, batch_size)
-        self.partitioned = op.kind == PARTITIONED
+        spec = self.spec
+        self.partitioned = spec.kind is Kind.PARTITIONED
         self._intake = threading.Lock()           # take from the input + number: one atomic step
         self._serial = 0                          # serials handed out so far (guarded by _intake)
         self._outbox: deque[list] = deque()       # released outputs, in serial order, not yet downstream
@@ -96,15 +97,15 @@ class ParallelFunctionTask(FunctionTask):
         self._sharing = False                     # set once open() has completed
         self._outbox_limit = 4
         if self.partitioned:
-            partitions = int(getattr(op, "partitions", 1))
+            partitions = spec.partitions
             # Entries are groups already routed to their partition (the key is the partition index);
             # claim_ahead: claims of several groups even when partitions interleave (Python pays per claim).
             self._claims = make_partitioned_input(partitioning, partitions, partitioner=_Routed(partitions),
                                                   workers=partitions, claim_ahead=True)
-            self._key = op.key  # type: ignore[attr-defined]
-            self._partition_of = _partitioner_of(op)
+            self._key = spec.key
+            self._partition_of = _partitioner_of(spec)
             # Keys in input order, for operators whose end-of-stream output follows key order (on_end).
-            self._first_seen: dict[Any, None] | None = {} if getattr(op, "on_end", None) else None
+            self._first_seen: dict[Any, None] | None = {} if spec.on_end is not None else None
             self._free_slots = list(range(partitions))   # §4.2 worker slots of the workers on the task
             self._backlog_limit = PARTITIONED_BACKLOG * partitions
         else:
@@ -374,20 +375,17 @@ class _Routed:
         return partition
 
 
-def _partitioner_of(op: Operator) -> Any:
-    """The operator's partitioning strategy (§2.1); range needs ``bounds`` or ``key_range`` on the operator."""
-    partitions = int(getattr(op, "partitions", 1))
-    strategy = getattr(op, "strategy", "hash")
-    if strategy == "range" and getattr(op, "bounds", None) is None and getattr(op, "key_range", None) is None:
-        # Without declared bounds any fixed key → partition map keeps per-key order; hash spreads best.
-        strategy = "hash"
-    return make_partitioner(strategy, partitions, key_range=getattr(op, "key_range", None),
-                            bounds=getattr(op, "bounds", None))
+def _partitioner_of(spec: OperatorSpec) -> Any:
+    """The operator's partitioning (§2.1). Specs declare no key bounds, and without bounds any fixed
+    key → partition map keeps per-key order, so "range" falls back to hash, which spreads best."""
+    return make_partitioner("hash", spec.partitions)
 
 
-def wants_allotment(op: Operator, threads: int) -> bool:
-    """Should ``op`` run under dynamic allotment with ``threads`` workers? (Function operators, bound > 1.)"""
-    from elastream.operators.base import FunctionOperator
+def wants_allotment(spec: OperatorSpec, threads: int) -> bool:
+    """Should an operator of ``spec`` run under dynamic allotment with ``threads`` workers?
 
-    return threads > 1 and isinstance(op, FunctionOperator) and int(getattr(op, "max_workers", 1) or 1) > 1 \
-        and getattr(op, "kind", None) in ("stateless", PARTITIONED) and op.n_outputs == 1
+    Batch function operators of a parallel kind (stateless, partitioned) with one output and a
+    worker bound above one.
+    """
+    return threads > 1 and spec.driver is Driver.BATCH and spec.is_parallel and spec.max_workers > 1 \
+        and spec.outputs == 1

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from elastream.graph.flow import Flow
-from elastream.operators.base import FunctionOperator, SourceOperator
+from elastream.operators.base import Operator
+from elastream.operators.spec import Driver, OperatorSpec
 from elastream.runtime.allotment import ParallelFunctionTask, wants_allotment
 from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.context import Context, InputPort, OutputPort
@@ -51,22 +52,23 @@ def _is_control_edge(src: Task, dst: Task) -> bool:
     return bool(ports) and all(p in dst.op.control_inputs for p in ports)
 
 
-def task_class(op: object) -> type[Task]:
-    """Which driver runs an operator (on one worker at a time)."""
-    if isinstance(op, SourceOperator):
-        return SourceTask
-    if isinstance(op, FunctionOperator):
-        return FunctionTask
-    return CoroutineTask
+#: Which task drives an operator (on one worker at a time), by the API its spec declares.
+TASK_CLASSES: dict[Driver, type[Task]] = {Driver.PULL: SourceTask, Driver.BATCH: FunctionTask,
+                                          Driver.COROUTINE: CoroutineTask}
 
 
-def make_task(name: str, op: object, index: int, *, batch_size: int, threads: int, reorder: str,
+def task_class(spec: OperatorSpec) -> type[Task]:
+    """Which driver runs an operator of ``spec`` (on one worker at a time)."""
+    return TASK_CLASSES[spec.driver]
+
+
+def make_task(name: str, op: Operator, index: int, *, batch_size: int, threads: int, reorder: str,
               partitioning: str) -> Task:
-    """The task of one operator: shared by several workers when its kind allows it (ordered-multicore §2.2)."""
-    if wants_allotment(op, threads):  # type: ignore[arg-type]
-        return ParallelFunctionTask(name, op, index, batch_size, reorder=reorder,  # type: ignore[arg-type]
-                                    partitioning=partitioning)
-    return task_class(op)(name, op, index, batch_size)  # type: ignore[arg-type]
+    """The task of one operator instance: shared by several workers when its spec allows it (ordered-multicore §2.2)."""
+    spec = op.spec()
+    if wants_allotment(spec, threads):
+        return ParallelFunctionTask(name, op, index, batch_size, reorder=reorder, partitioning=partitioning)
+    return task_class(spec)(name, op, index, batch_size)
 
 
 def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: int = 1,
@@ -83,11 +85,11 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
     flow.validate()
     tasks: dict[str, Task] = {}
     for i, (name, handle) in enumerate(flow.operators.items()):
-        op = handle.operator
+        op = handle.operator.instantiate()  # the run's own instance: the flow's object keeps no run state
         task = make_task(name, op, i, batch_size=batch_size, threads=threads, reorder=reorder,
                          partitioning=partitioning)
         # An operator may need more input buffered than max_queue_size (an ordered split cuts whole batches).
-        capacity = max(max_queue_size, int(getattr(op, "input_capacity", 0) or 0))
+        capacity = max(max_queue_size, task.spec.input_capacity)
         task.inputs = [PortBuffer(task, p, capacity, f"{name}.in_({p})") for p in range(op.n_inputs)]
         tasks[name] = task
     for c in flow.connections:
@@ -96,7 +98,7 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
         # An operator may also emit in bursts larger than max_queue_size (an ordered merge releasing
         # parked batches); its consumer's port then holds a whole burst, so the producer need not
         # come back once per max_queue_size tuples.
-        buf.capacity = max(buf.capacity, int(getattr(src.op, "output_capacity", 0) or 0))
+        buf.capacity = max(buf.capacity, src.spec.output_capacity)
         src.outputs[c.src_port].append(buf)
         buf.publishers.append(src)
         buf.open_publishers += 1

@@ -43,7 +43,9 @@ class Task:
         self.op = op
         self.index = index
         self.batch_size = batch_size
-        self.kind = op.kind
+        #: What the operator is, frozen (read once here: the runtime matches on it, never on classes).
+        self.spec = op.spec()
+        self.kind = self.spec.kind
         self.state = OperatorState.READY
         self.inputs: list[PortBuffer] = []
         self.outputs: list[list[PortBuffer]] = [[] for _ in range(op.n_outputs)]
@@ -56,7 +58,7 @@ class Task:
         self.upstream: list[Task] = []
         self.downstream: list[Task] = []
         self.position = 0
-        self.max_workers = max(1, int(getattr(op, "max_workers", 1) or 1))
+        self.max_workers = self.spec.max_workers
         self.workers = 0
         self.peak_workers = 0
         # Wait conditions, owned by the scheduler (changed under its lock).

@@ -1,0 +1,104 @@
+"""``es.Runner``: the one way to run a flow, whatever the backend.
+
+Example::
+
+    result = es.Runner(threads=2, policy="random").run(flow)
+    result.outputs["sink"]     # what the Collect sink gathered, in arrival order
+    result.stats               # FlowStats: per operator, port and worker
+
+    handle = es.Runner(processes=2).start(flow)
+    handle.set_threads(2)      # while running
+    handle.shutdown()          # stop early; returns within the grace period
+
+Threading: ``run`` / ``start`` are called from the user's thread.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from elastream.graph.flow import Flow
+from elastream.policies.registry import create as create_policy
+from elastream.runtime import gc_tuning
+from elastream.runtime.config import (GC_THRESHOLD_ENV, OrderingConfig, ProcessConfig, RunConfig, SchedulingConfig,
+                                      gc_threshold_from_env)
+from elastream.runtime.handle import RunHandle, RunResult
+
+#: Options that moved into a config group, with their new spelling (a call with the old one fails, saying it).
+RENAMED = {
+    **{name: f"scheduling=es.SchedulingConfig({name}=...)"
+       for name in ("stats_period_ms", "shutdown_grace_s")},
+    **{name: f"ordering=es.OrderingConfig({name}=...)" for name in ("reorder", "partitioning", "replica_window_ms")},
+    **{name: f"process_options=es.ProcessConfig({name}=...)" for name in ("start_method", "ring_bytes")},
+    "gc_threshold": f"the {GC_THRESHOLD_ENV} environment variable (an internal default otherwise)",
+}
+
+
+class Runner:
+    """Runs flows: on worker threads, on worker processes, or on Spark.
+
+    ``threads``: worker threads per process; ``processes``: worker processes (part of the flow
+    runs in this one); ``policy``: a scheduling policy's name from ``es.policies.available()`` or
+    an instance, with ``seed`` for seeded policies; ``max_queue_size``: tuples per input port;
+    ``quantum_ms``: the preemption quantum (C-Stream's 50 ms); ``batch_size``: most tuples a function
+    operator takes per activation (Haren's budget). ``replicas``: ``{operator: count}``
+    runs stateless or partitioned operators as ordered split → replicas → merge (C-Stream §4.2),
+    or "auto" (with processes > 1: the operators that dominate the cost get one replica per
+    process). ``placement``: "auto" (TurboStream §V), "round_robin", a plan, a dict, or an earlier
+    run's FlowStats. ``backend``: "auto" (threads, or processes when ``processes > 1``),
+    "threads", "processes" or "spark". The rarely used knobs live in ``scheduling``,
+    ``ordering`` and ``process_options`` (:mod:`elastream.runtime.config`). ``elastic`` is
+    reserved for the elasticity controllers.
+    """
+
+    def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run", *,
+                 max_queue_size: int = 1024, quantum_ms: float = 50.0, batch_size: int = 256, seed: int | None = None,
+                 replicas: Any = None, placement: Any = "auto", backend: str = "auto", elastic: bool = False,
+                 scheduling: SchedulingConfig | None = None, ordering: OrderingConfig | None = None,
+                 process_options: ProcessConfig | None = None, **renamed: Any):
+        for name in renamed:
+            if name in RENAMED:
+                raise TypeError(f"Runner({name}=...) has moved: use {RENAMED[name]}")
+            raise TypeError(f"Runner() got an unexpected keyword argument {name!r}")
+        if elastic:
+            raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
+        self.config = RunConfig(
+            threads=threads, processes=processes, policy=policy, seed=seed, max_queue_size=max_queue_size,
+            quantum_ms=quantum_ms, batch_size=batch_size, backend=backend, replicas=replicas, placement=placement,
+            scheduling=scheduling or SchedulingConfig(), ordering=ordering or OrderingConfig(),
+            process=process_options or ProcessConfig(),
+            gc_threshold=gc_threshold_from_env(gc_tuning.RUN_THRESHOLD))
+        create_policy(policy, seed=seed)  # fail fast on an unknown name
+
+    @property
+    def threads(self) -> int:
+        return self.config.threads
+
+    @property
+    def processes(self) -> int:
+        return self.config.processes
+
+    def assignment(self, flow: Flow) -> dict[str, int]:
+        """Operator name → worker process, from ``placement`` (the placement plug-in)."""
+        from elastream.placement.choose import resolve_assignment
+
+        return resolve_assignment(self.config.placement, flow, self.config.processes)
+
+    def start(self, flow: Flow) -> RunHandle:
+        """Validate ``flow`` and start it on the chosen backend; return its handle at once."""
+        from elastream.execution.backends import BACKENDS
+
+        flow.validate()
+        return BACKENDS[self.config.backend_name](flow, self.config)
+
+    def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
+        """Run ``flow`` to completion and return its result.
+
+        With ``timeout`` (seconds), a flow still running then is shut down and TimeoutError is raised.
+        """
+        handle = self.start(flow)
+        try:
+            return handle.wait(timeout)
+        except TimeoutError:
+            handle.shutdown(timeout=self.config.scheduling.shutdown_grace_s + 3.0)
+            raise

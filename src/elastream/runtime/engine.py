@@ -1,0 +1,177 @@
+"""The threads backend: run a flow on worker threads in this process (:class:`ThreadRunHandle`).
+
+This is the single-process engine every other backend builds on: a worker
+process of a multi-process run runs its part of the flow with it too.
+
+Example::
+
+    handle = start_threads(flow, RunConfig(threads=2))
+    handle.set_threads(4)      # elastic thread count while running
+    result = handle.wait()     # RunResult
+
+Threading model: the handle's methods are called from the user's thread; the
+flow runs on the pool's worker threads (plus a monitor thread when a policy
+wants ticks).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from time import perf_counter
+
+from elastream.errors import ElastreamError, OperatorError
+from elastream.graph.flow import Flow
+from elastream.metrics.stats import FlowStats
+from elastream.operators.base import Operator
+from elastream.policies.registry import create as create_policy
+from elastream.runtime import gc_tuning
+from elastream.runtime.compile import compile_flow
+from elastream.runtime.config import RunConfig
+from elastream.runtime.decisions import Applied, Decision, SetThreads
+from elastream.runtime.handle import RunResult, wait_slice
+from elastream.runtime.monitor import Monitor
+from elastream.runtime.scheduler import Scheduler
+from elastream.runtime.snapshot import take_snapshot
+from elastream.runtime.workers import WorkerPool
+
+
+class ThreadRunHandle:
+    """A flow running on worker threads of this process (a :class:`~elastream.runtime.handle.RunHandle`)."""
+
+    def __init__(self, flow: Flow, config: RunConfig):
+        self.flow = flow
+        self.config = config
+        scheduling, ordering = config.scheduling, config.ordering
+        compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=config.batch_size,
+                                threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning)
+        self._tasks = compiled.tasks
+        self.policy = create_policy(config.policy, seed=config.seed)
+        self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=scheduling.shutdown_grace_s)
+        self.pool = WorkerPool(self.sched, compiled.contexts, config.quantum_ms / 1000.0)
+        self.monitor = Monitor(self.sched, scheduling.stats_period_ms / 1000.0)
+        self.timeline: list[Applied] = []
+        """Every decision submitted to this run, as applied (in order)."""
+        if getattr(self.policy, "wants_ticks", False):
+            self.monitor.add_hook(lambda: self.policy.on_tick(self.stats()))
+        self._started = perf_counter()
+        self._ended: float | None = None
+        self._result: RunResult | None = None
+        self._explicit_shutdown = False
+        self._gc_relaxed = False
+        self._lock = threading.Lock()
+
+    def _start(self) -> None:
+        self._started = perf_counter()
+        self._gc_relaxed = gc_tuning.relax(self.config.gc_threshold)
+        self.pool.start(self.config.threads)
+        self.monitor.start()
+
+    # -- control -------------------------------------------------------------------
+    def set_threads(self, n: int) -> int:
+        """Change the number of worker threads while the flow runs."""
+        return self.pool.resize(n)
+
+    @property
+    def threads(self) -> int:
+        """Current number of active worker threads."""
+        return self.pool.active
+
+    def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """Apply ``decisions`` now (this backend's reconfiguration point), check them, record them."""
+        applied = [self._apply(d) for d in decisions]
+        self.timeline.extend(applied)
+        return applied
+
+    def _apply(self, decision: Decision) -> Applied:
+        at = perf_counter() - self._started
+        if isinstance(decision, SetThreads) and decision.process == 0:
+            active = self.pool.resize(decision.threads)
+            ok = active == decision.threads
+            return Applied(decision, at, ok, "" if ok else f"the pool runs {active} threads")
+        return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the threads backend")
+
+    def request_shutdown(self) -> None:
+        """Ask the flow to stop, without waiting."""
+        self._explicit_shutdown = True
+        self.sched.request_shutdown()
+
+    def shutdown(self, timeout: float = 5.0) -> RunResult:
+        """Request an explicit shutdown and wait for every worker to end."""
+        self.request_shutdown()
+        return self.wait(timeout)
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the flow ends; raise OperatorError if an operator failed."""
+        deadline = None if timeout is None else perf_counter() + timeout
+        try:
+            while not self.sched.finished.wait(wait_slice(deadline)):
+                if not any(w.alive for w in self.pool.workers) and not self.sched.finished.is_set():
+                    raise ElastreamError("every worker thread exited before the flow finished")
+                if deadline is not None and perf_counter() >= deadline:
+                    raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
+        except KeyboardInterrupt:
+            self._explicit_shutdown = True
+            self.sched.request_shutdown()
+            self._finish(join_timeout=self.config.scheduling.shutdown_grace_s + 2.0)
+            raise
+        return self._finish(join_timeout=None if deadline is None else max(0.1, deadline - perf_counter()))
+
+    def _finish(self, join_timeout: float | None) -> RunResult:
+        with self._lock:
+            if self._result is None:
+                self.sched.wake_all()
+                self.pool.join(join_timeout)
+                if self._gc_relaxed:
+                    gc_tuning.restore()
+                    self._gc_relaxed = False
+                self.monitor.stop()
+                self.sched.poller.stop()
+                self._ended = perf_counter()
+                self.monitor.sample_rates()
+                stats = self.stats()
+                outputs = {}
+                for t in self._tasks:
+                    value = t.op.result()
+                    if value is not None:
+                        outputs[t.name] = value
+                self._result = RunResult(outputs=outputs, stats=stats, elapsed_s=self._ended - self._started,
+                                         shutdown=self._explicit_shutdown)
+        failure = self.sched.failure
+        if failure is not None:
+            where, failed = failure
+            raise OperatorError(where, failed.error, failed.details, partial=self._result) from failed.error
+        return self._result
+
+    # -- observation ------------------------------------------------------------------
+    def stats(self) -> FlowStats:
+        """A statistics snapshot (safe while running)."""
+        return take_snapshot(self.sched, self.pool, self._started, getattr(self.policy, "name", "?"))
+
+    @property
+    def finished(self) -> threading.Event:
+        """Set once every operator has completed (or the run failed or was shut down)."""
+        return self.sched.finished
+
+    def operator(self, name: str) -> Operator:
+        """The running instance of operator ``name`` (its live state; the flow's own object holds none)."""
+        for t in self._tasks:
+            if t.name == name:
+                return t.op
+        raise KeyError(f"no operator {name!r} in flow {self.flow.name!r}")
+
+    @property
+    def done(self) -> bool:
+        """True once every operator has completed."""
+        return self.sched.finished.is_set()
+
+    def states(self) -> dict[str, str]:
+        """Operator name → scheduling state."""
+        return self.sched.snapshot_states()
+
+
+def start_threads(flow: Flow, config: RunConfig) -> ThreadRunHandle:
+    """Compile ``flow`` and start it on ``config.threads`` worker threads; return its handle at once."""
+    handle = ThreadRunHandle(flow, config)
+    handle._start()
+    return handle

@@ -20,6 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+import elastream.ipc._ring_producer as producer_mod
+import elastream.ipc._ring_waiting as waiting_mod
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import Codec, CodecError, PickleCodec, RingClosedError, RingStats, SharedRing
 from elastream.ipc.ring import HEADER_BYTES, READY, WRITING
@@ -188,7 +190,7 @@ def test_abandoned_write_is_skipped_and_the_next_write_works(ring, monkeypatch):
         def pack_into(self, *args):
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(ring_mod, "_U32", Boom())
+    monkeypatch.setattr(producer_mod, "_U32", Boom())
     with pytest.raises(KeyboardInterrupt):
         ring.try_write_batch([b"lost"])
     monkeypatch.undo()
@@ -300,7 +302,7 @@ def test_consumer_sleeps_on_its_wake_pipe_which_producers_open_by_path(ring):
 def test_futex_is_used_when_a_producer_cannot_reach_the_pipe(ring, monkeypatch):
     ring.register_producer()
     ring.try_read()
-    monkeypatch.setattr(ring_mod, "open_wake_writer", lambda *args: None)
+    monkeypatch.setattr(waiting_mod, "open_wake_writer", lambda *args: None)
     assert _wake_latency(ring, ring) < 1.0
     assert ring._q[ring_mod._W_WAKE_BROKEN] == 1
 
@@ -310,7 +312,7 @@ def test_capped_back_off_without_futex_or_pipe(ring, monkeypatch):
     ring.try_read()
     ring._wake_pipe.close()
     ring._wake_pipe = None
-    monkeypatch.setattr(ring_mod._FUTEX, "available", False)
+    monkeypatch.setattr(waiting_mod._FUTEX, "available", False)
     assert _wake_latency(ring, ring) < 1.0
     while ring.try_write_batch([bytes(1000)]):
         pass

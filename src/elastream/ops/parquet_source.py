@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import SourceOperator
+from elastream.operators.spec import Declared, OperatorSpec
 from elastream.ops.arrow_rows import rows_of
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,6 +82,13 @@ class FromParquet(SourceOperator):
         if not files:
             raise ValueError(f"folder {self.path!r} holds no Parquet files")
         return files
+
+    def spec(self) -> OperatorSpec:
+        """Declares ``parquet_source`` with options ``files`` (a callable: the files in read order,
+        a folder listed when it is called) and ``columns`` (a tuple, or None for every column)."""
+        columns = tuple(self.columns) if self.columns is not None else None
+        return replace(super().spec(), declared=Declared("parquet_source",
+                                                         options={"files": self.files, "columns": columns}))
 
     def open(self, ctx: OperatorContext) -> None:
         self._rows, self._pos, self._next_file = [], 0, 0

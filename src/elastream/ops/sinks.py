@@ -6,9 +6,11 @@ Threading: a sink runs in one worker at a time (``max_workers`` is 1).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from elastream.operators.base import FunctionOperator
+from elastream.operators.spec import Declared, OperatorSpec
 from elastream.operators.untrack import untrack_atomic
 
 
@@ -35,6 +37,9 @@ class Collect(FunctionOperator):
 
     def result(self) -> list[Any]:
         return self.items
+
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), declared=Declared("collect"))
 
 
 class Callback(FunctionOperator):

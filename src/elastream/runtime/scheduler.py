@@ -281,6 +281,12 @@ class Scheduler:
         with self.lock:
             return self._timers[0][0] if self._timers else None
 
+    @property
+    def periodic_keeper(self) -> Worker | None:
+        """The idle worker whose wait is bounded by the periodic call's due time (None: no idle worker keeps it,
+        e.g. while another worker is busy and will make the call at its next dispatch). Read without the lock."""
+        return self._periodic_keeper
+
     def set_periodic(self, period_s: float, fn: Callable[[float], None]) -> None:
         """Call ``fn(now)`` about every ``period_s`` from a worker thread, between two activations.
 

@@ -34,9 +34,9 @@ class FromCSV(RecordSource):
     Column names come from the header row (``header=True``) or from
     ``columns``; with both, ``columns`` renames the header's fields. ``types``
     maps a column to a converter (``int``, ``float``, any callable taking the
-    field's text). A row is malformed when it has the wrong number of fields,
-    a converter raises, the csv module rejects it or its text cannot be decoded;
-    ``on_error`` says what then happens (see :class:`~elastream.ops.records.ErrorPolicy`).
+    field's text). A row is malformed when it has more or fewer fields than
+    there are columns, a converter raises, the csv module rejects it or its
+    text cannot be decoded; ``on_error`` says what then happens (see :class:`~elastream.ops.records.ErrorPolicy`).
     Blank lines are skipped. A bad header always raises RecordError: without it
     no row can be read.
 
@@ -160,7 +160,7 @@ class FromCSV(RecordSource):
                 continue
             if self._bad is not None:
                 self._reject(self._record_start(), self._bad, self._raw_text())
-            elif len(row) != width:
+            elif len(row) != width:  # too few fields as well as too many: zip() would drop either silently
                 self._reject(self._record_start(), f"expected {width} fields, got {len(row)}", self._raw_text())
             else:
                 record = dict(zip(names, row))

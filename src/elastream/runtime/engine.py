@@ -31,6 +31,7 @@ from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
 from elastream.runtime.monitor import Monitor
+from elastream.runtime.periodic import PeriodListener, PeriodSampler
 from elastream.runtime.scheduler import Scheduler
 from elastream.runtime.snapshot import take_snapshot
 from elastream.runtime.workers import WorkerPool
@@ -52,6 +53,8 @@ class ThreadRunHandle:
         self.monitor = Monitor(self.sched, scheduling.stats_period_ms / 1000.0)
         self.timeline: list[Applied] = []
         """Every decision submitted to this run, as applied (in order)."""
+        self.periods = PeriodSampler(self.stats)
+        """One statistics snapshot per period, for every controller that listens (:meth:`add_period_listener`)."""
         if getattr(self.policy, "wants_ticks", False):
             self.monitor.add_hook(lambda: self.policy.on_tick(self.stats()))
         self._started = perf_counter()
@@ -90,6 +93,12 @@ class ThreadRunHandle:
             ok = active == decision.threads
             return Applied(decision, at, ok, "" if ok else f"the pool runs {active} threads")
         return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the threads backend")
+
+    def add_period_listener(self, listener: PeriodListener) -> None:
+        """Call ``listener(PeriodStats)`` once per statistics period (on the monitor thread) while the flow runs."""
+        if not self.periods.has_listeners:
+            self.monitor.add_hook(self.periods.tick)
+        self.periods.add_listener(listener)
 
     def request_shutdown(self) -> None:
         """Ask the flow to stop, without waiting."""

@@ -1,0 +1,63 @@
+"""The per-period statistics snapshot: deltas between two FlowStats, and one snapshot a period for listeners."""
+
+from __future__ import annotations
+
+import threading
+
+from pytest import approx
+
+import elastream as es
+from elastream.metrics.period import period_between
+from elastream.metrics.stats import FlowStats, OperatorStats, WorkerStats
+
+
+def op_stats(name: str, tuples_in: int, tuples_out: int, busy_s: float) -> OperatorStats:
+    return OperatorStats(name=name, kind="stateless", state="ready", activations=1, busy_s=busy_s,
+                         read_blocked_s=0.0, write_blocked_s=0.0, tuples_in=tuples_in, tuples_out=tuples_out,
+                         last_scheduled=0.0, read_rate=0.0, write_rate=0.0, conjunctive_wait_fraction=0.0,
+                         disjunctive_wait_fraction=0.0, output_write_blocked_ratio=0.0, cpu_s=busy_s / 2)
+
+
+def flow_stats(elapsed: float, tuples_in: int, tuples_out: int, busy: float) -> FlowStats:
+    worker = WorkerStats(index=0, alive=True, busy_s=busy, idle_s=elapsed - busy, alive_s=elapsed, dispatches=1,
+                         utilisation=busy / elapsed, cpu_s=busy / 2)
+    return FlowStats(elapsed_s=elapsed, threads=1, policy="p",
+                     operators={"f": op_stats("f", tuples_in, tuples_out, busy)}, workers=(worker,))
+
+
+def test_a_period_holds_deltas_and_the_true_rate_per_busy_second():
+    period = period_between(flow_stats(1.0, 100, 50, 0.2), flow_stats(3.0, 1100, 550, 0.7))
+    f = period.operators["f"]
+    assert (period.start_s, period.period_s) == (1.0, 2.0)
+    assert (f.tuples_in, f.tuples_out) == (1000, 500)
+    assert f.busy_s == approx(0.5) and f.true_rate == approx(2000.0)      # per busy second, not per wall second
+    assert f.selectivity == 0.5 and f.cost_per_tuple_s == approx(0.0005)
+    worker = period.workers[0]
+    assert worker.busy_s == approx(0.5) and worker.utilisation == approx(0.25) and worker.cpu_share == approx(0.5)
+
+
+def test_the_first_period_counts_from_the_start():
+    period = period_between(None, flow_stats(2.0, 10, 10, 1.0))
+    assert period.period_s == 2.0 and period.operators["f"].tuples_in == 10
+
+
+def test_listeners_of_a_run_get_one_snapshot_a_period():
+    flow = es.Flow("periods")
+    gate = threading.Event()
+    flow.source(es.ops.FromGenerator(lambda: iter(range(10**9)))).map(lambda x: x).sink(es.ops.Collect(), name="out")
+    handle = es.Runner(scheduling=es.SchedulingConfig(stats_period_ms=20)).start(flow)
+    got = []
+
+    def listen(period):
+        got.append(period)
+        if len(got) >= 3:
+            gate.set()
+
+    try:
+        handle.add_period_listener(listen)
+        assert gate.wait(30), "no three periods within 30 s"
+    finally:
+        handle.shutdown()
+    assert all(p.period_s > 0 for p in got[:3])
+    assert [p.start_s for p in got[:3]] == sorted(p.start_s for p in got[:3])
+    assert sum(p.operators["out"].tuples_in for p in got[:3]) > 0

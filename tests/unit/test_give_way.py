@@ -71,7 +71,7 @@ def test_a_due_timer_runs_between_two_units_of_an_operator_that_gives_way():
     # 0.025); the timer fires at the next look for work after unit1 (0.04), and the napper, queued behind
     # the units operator (both last ran at 0.02), runs after unit2 instead of after unit4.
     assert events == ["unit0", "unit1", "unit2", "napper", "unit3", "unit4"]
-    assert h.tasks["units"].activations == 5  # one activation per unit: it gave way after each
+    assert h.tasks["units"].activations == 6  # gave way after each of the five units; the sixth ends it
 
 
 def test_without_giving_way_the_operator_keeps_its_worker_for_its_quantum():

@@ -14,7 +14,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import threading
-import time
 
 import pytest
 
@@ -27,13 +26,37 @@ pytestmark = pytest.mark.timeout(60)
 class Sched:
     """What the poller needs of a scheduler: wake_external."""
 
-    def __init__(self):
+    def __init__(self, log=None):
         self.woken = []
         self.event = threading.Event()
+        self.log = [] if log is None else log
 
     def wake_external(self, task):
-        self.woken.append((task, time.perf_counter()))
+        self.woken.append(task)
+        self.log.append(("woken", task))
         self.event.set()
+
+
+class RecordingPoller(ExternalPoller):
+    """Records every sleep (the fds and the timeout) in ``log``; ``slept`` is notified after each one."""
+
+    def __init__(self, sched, **kw):
+        super().__init__(sched, **kw)
+        self.log = sched.log
+        self.slept = threading.Condition()
+
+    def _sleep(self, fds, timeout):
+        with self.slept:
+            self.log.append(("sleep", tuple(fds), timeout))
+            self.slept.notify_all()
+        super()._sleep(fds, timeout)
+
+    def sleeps(self):
+        return [entry[1:] for entry in list(self.log) if entry[0] == "sleep"]
+
+    def wait_for_sleeps(self, pred, timeout=10.0):
+        with self.slept:
+            assert self.slept.wait_for(lambda: pred(self.sleeps()), timeout), self.sleeps()
 
 
 class PipeWaiter:
@@ -64,20 +87,21 @@ def test_a_waiters_fd_wakes_the_task_and_nothing_polls_meanwhile():
         probes[0] += 1
         return flag[0]
 
-    poller = ExternalPoller(sched)
+    poller = RecordingPoller(sched)
     try:
         poller.register("task", probe, waiter)
-        time.sleep(0.12)
-        idle_probes = probes[0]
-        assert idle_probes <= 2 * (2 + 0.12 / WAITER_TIMEOUT_S)  # two looks per safety timeout, not per back-off
-        assert waiter.arms >= 1 and waiter.disarms == waiter.arms - 1  # armed now, every earlier round disarmed
+        poller.wait_for_sleeps(lambda sleeps: len(sleeps) >= 2)  # two rounds asleep on the fd
+        # every sleep is on the waiter's fd with the safety timeout, none a back-off sleep on a timer
+        assert all(fds == (waiter.r,) and timeout == WAITER_TIMEOUT_S for fds, timeout in poller.sleeps())
+        assert waiter.arms >= 1 and waiter.disarms >= waiter.arms - 1  # every earlier round disarmed
         flag[0] = True
-        t0 = time.perf_counter()
         os.write(waiter.w, b"x")
-        assert sched.event.wait(5)
-        assert sched.woken[0][0] == "task" and sched.woken[0][1] - t0 < 0.04
+        assert sched.event.wait(10)
+        assert sched.woken == ["task"]
     finally:
         poller.stop()
+    rounds = waiter.arms
+    assert probes[0] <= 2 * rounds + 2  # a look before arming and one after, per round: no polling loop
     assert waiter.disarms == waiter.arms
     assert poller._kick_r == -1 and poller._kick_w == -1  # its pipe is closed
 
@@ -90,37 +114,50 @@ def test_probes_are_checked_after_arming_so_no_wake_up_is_lost():
             flag[0] = True  # "published" between the poller's last look and its sleep; nobody writes the fd
             return super().arm()
 
-    poller = ExternalPoller(sched)
+    waiter = RacingWaiter()
+    poller = RecordingPoller(sched)
     try:
-        poller.register("task", lambda: flag[0], RacingWaiter())
-        assert sched.event.wait(WAITER_TIMEOUT_S / 2)  # well before the safety timeout
+        poller.register("task", lambda: flag[0], waiter)
+        assert sched.event.wait(10)
     finally:
         poller.stop()
+    # woken by the look after arming: the poller never slept on the waiter's fd (it would have waited for
+    # the safety timeout, as nobody writes to it)
+    log = sched.log
+    first_wake = log.index(("woken", "task"))
+    assert not any(e[0] == "sleep" and e[1] == (waiter.r,) for e in log[:first_wake])
+    assert waiter.arms == waiter.disarms == 1
 
 
-@pytest.mark.parametrize("waiter", [None, PipeWaiter(sleepable=False)], ids=["no waiter", "cannot sleep"])
-def test_without_a_sleepable_waiter_the_probes_back_off(waiter):
+@pytest.mark.parametrize("sleepable", [None, False], ids=["no waiter", "cannot sleep"])
+def test_without_a_sleepable_waiter_the_probes_back_off(sleepable):
     sched, flag, probes = Sched(), [False], [0]
+    waiter = None if sleepable is None else PipeWaiter(sleepable=False)
 
     def probe():
         probes[0] += 1
         return flag[0]
 
-    poller = ExternalPoller(sched, min_sleep_s=1e-4, max_sleep_s=2e-3)
+    poller = RecordingPoller(sched, min_sleep_s=1e-4, max_sleep_s=2e-3)
     try:
         poller.register("task", probe, waiter)
-        time.sleep(0.1)
-        assert probes[0] >= 20  # re-checked on a timer (1-2 ms at most apart)
+        poller.wait_for_sleeps(lambda sleeps: len([s for s in sleeps if s[1] is not None]) >= 7)
+        timed = [timeout for fds, timeout in poller.sleeps() if timeout is not None]
+        assert all(fds == () for fds, _ in poller.sleeps())  # never on an fd
+        # doubling from min_sleep_s, capped at max_sleep_s
+        assert timed[:7] == pytest.approx([1e-4, 2e-4, 4e-4, 8e-4, 1.6e-3, 2e-3, 2e-3])
+        assert probes[0] >= 7  # a look per round
         flag[0] = True
-        assert sched.event.wait(5)
+        assert sched.event.wait(10)
     finally:
         poller.stop()
+    assert sched.woken == ["task"]
 
 
-def _publish_later(name: str, delay: float) -> None:
+def _publish_when_told(name: str, go) -> None:
     ring = SharedRing.attach(name)
     ring.register_producer()
-    time.sleep(delay)
+    assert go.wait(20)  # the parent saw its poller asleep on the reader's fd
     assert ring.try_write_batch([b"hello"])
     ring.close_producer()
     ring.close()
@@ -131,11 +168,15 @@ def test_a_rings_reader_sleeps_until_another_process_publishes():
     try:
         assert ring.try_read(1) == []  # this handle becomes the consumer (its wake pipe exists)
         sched = Sched()
-        poller = ExternalPoller(sched)
+        poller = RecordingPoller(sched)
+        ctx = mp.get_context("spawn")
+        go = ctx.Event()
         try:
             poller.register("reader", lambda: ring.wait_readable(0), ring.read_waiter())
-            proc = mp.get_context("spawn").Process(target=_publish_later, args=(ring.name, 0.3))
+            proc = ctx.Process(target=_publish_when_told, args=(ring.name, go))
             proc.start()
+            poller.wait_for_sleeps(lambda sleeps: any(fds for fds, _ in sleeps))  # asleep on the reader's fd
+            go.set()
             assert sched.event.wait(20)
             proc.join(20)
             assert proc.exitcode == 0

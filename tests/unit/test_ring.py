@@ -8,6 +8,7 @@ properties live in ``tests/property`` and ``tests/integration``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
@@ -24,6 +25,7 @@ import elastream.ipc._ring_producer as producer_mod
 import elastream.ipc._ring_waiting as waiting_mod
 import elastream.ipc.ring as ring_mod
 from elastream.ipc import Codec, CodecError, PickleCodec, RingClosedError, RingStats, SharedRing
+from elastream.ipc._sync import BackgroundPrefault
 from elastream.ipc.ring import HEADER_BYTES, READY, WRITING
 from ring_segments_check import ring_segments
 
@@ -53,6 +55,49 @@ def publish(ring: SharedRing, word: int) -> bool:
 
 def payloads(records):
     return [p for _, p in records]
+
+
+# -- synchronising with another thread on what it does, never on time -----------------------------------
+@contextlib.contextmanager
+def once(condition, action, what: str, timeout: float = 10.0):
+    """Run ``action()`` in a helper thread as soon as ``condition()`` holds; the test fails if it never does.
+
+    The helper polls the condition (an observable state of the ring, not a
+    delay), so the action happens at a known point of the other side's work.
+    Yields a list that holds ``action()``'s result once it ran; the thread is
+    joined on exit.
+    """
+    done: list = []
+    gave_up: list = []
+
+    def run() -> None:
+        deadline = time.monotonic() + timeout
+        while not condition():
+            if time.monotonic() > deadline:
+                gave_up.append(what)
+                return
+            time.sleep(0.001)
+        done.append(action())
+
+    helper = threading.Thread(target=run, name="test-once")
+    helper.start()
+    try:
+        yield done
+    finally:
+        helper.join(timeout + 5)
+    assert not helper.is_alive() and not gave_up, f"timed out waiting for {what}"
+
+
+def announced_asleep(consumer: SharedRing):
+    """A condition: ``consumer`` has announced itself as sleeping (on its wake pipe or the futex) since now."""
+    consumer._q[ring_mod._W_DATA_WAITERS] = 0       # a stale announcement of an earlier wait does not count
+    return lambda: consumer._q[ring_mod._W_DATA_WAITERS] != 0
+
+
+def blocked_on_space(ring: SharedRing):
+    """A condition: a producer has been refused a write since now (it waits for space next)."""
+    refused = ring.statistics().full_events
+    return lambda: ring.statistics().full_events > refused
 
 
 # -- basics ------------------------------------------------------------------------------------------
@@ -166,20 +211,40 @@ def test_max_records_bounds_one_read(ring):
     assert len(ring.try_read(100)) == 7
 
 
-def test_stalled_writer_is_skipped_after_the_stall_timeout_and_its_publish_fails():
+def test_stalled_writer_is_skipped_after_the_stall_timeout_and_its_publish_fails(wait_until):
     with SharedRing.create(4096, stall_timeout=0.2) as ring:
         a, b = ring.register_producer(), ring.register_producer()
         word = begin_write(ring, a, b"stuck")
         ring.try_write_batch([b"B1"], producer=b)
         assert payloads(ring.read(timeout=5)) == [b"B1"]
-        t0 = time.monotonic()
-        while ring.statistics().failed_records_skipped == 0:
-            assert time.monotonic() - t0 < 5, "stalled record never skipped"
+
+        def skipped() -> bool:
             ring.wait_readable(0.5)
             ring.try_read()
-        assert time.monotonic() - t0 >= 0.1
+            return ring.statistics().failed_records_skipped > 0
+
+        wait_until(skipped, what="the stalled record to be skipped")
         assert not publish(ring, word)                         # the producer learns it was declared failed
         assert ring.statistics().occupancy == 0
+
+
+def test_a_live_writer_is_not_skipped_before_its_stall_timeout(wait_until):
+    """The window checks on a record's writer now and then; a live one keeps its record (no size limit)."""
+    with SharedRing.create(4096, stall_timeout=60) as ring:
+        a, b = ring.register_producer(), ring.register_producer()
+        word = begin_write(ring, a, b"slow")
+        ring.try_write_batch([b"B1"], producer=b)
+        assert payloads(ring.try_read()) == [b"B1"]
+        first_check = ring._pending[0].next_check
+
+        def writer_checked() -> bool:
+            ring.try_read()
+            return not ring._pending or ring._pending[0].next_check > first_check
+
+        wait_until(writer_checked, what="a liveness check of the writer")
+        assert ring._pending and ring.statistics().failed_records_skipped == 0
+        assert publish(ring, word)
+        assert payloads(ring.try_read()) == [b"slow"]
 
 
 def test_abandoned_write_is_skipped_and_the_next_write_works(ring, monkeypatch):
@@ -262,27 +327,17 @@ def test_one_consumer_per_ring_and_takeover_does_not_redeliver(ring):
 def test_wait_readable_wakes_on_a_write_from_another_thread(ring):
     ring.register_producer()
     assert not ring.wait_readable(timeout=0.02)
-    timer = threading.Timer(0.05, lambda: ring.try_write_batch([b"late"]))
-    timer.start()
-    try:
-        t0 = time.monotonic()
+    with once(announced_asleep(ring), lambda: ring.try_write_batch([b"late"]), "the consumer to sleep"):
         assert ring.wait_readable(timeout=5)
-        assert time.monotonic() - t0 < 2
-        assert ring.try_read() == [(0, b"late")]
-    finally:
-        timer.join()
+    assert ring.try_read() == [(0, b"late")]
     assert ring.statistics().read_wait_s > 0
 
 
-def _wake_latency(consumer: SharedRing, producer: SharedRing) -> float:
-    timer = threading.Timer(0.05, lambda: producer.try_write_batch([b"ping"]))
-    t0 = time.monotonic()
-    timer.start()
-    try:
+def _read_after_a_wake_up(consumer: SharedRing, producer: SharedRing, asleep=None) -> None:
+    """``producer`` writes once ``consumer`` sleeps in ``read`` (default: once it announced it); the read gets it."""
+    asleep = asleep or announced_asleep(consumer)
+    with once(asleep, lambda: producer.try_write_batch([b"ping"]), "the consumer to sleep"):
         assert consumer.read(timeout=5) == [(0, b"ping")]
-    finally:
-        timer.join()
-    return time.monotonic() - t0 - 0.05
 
 
 def test_consumer_sleeps_on_its_wake_pipe_which_producers_open_by_path(ring):
@@ -291,7 +346,7 @@ def test_consumer_sleeps_on_its_wake_pipe_which_producers_open_by_path(ring):
         other.register_producer()
         assert ring.try_read() == []                          # claims the consumer role: pipe published
         assert ring._wake_pipe is not None
-        assert _wake_latency(ring, other) < 1.0
+        _read_after_a_wake_up(ring, other)
         token, fd = other._wake_writer
         assert token == ring._token and fd >= 0              # opened /proc/<pid>/fd/<n> and checked the inode
         assert not ring._q[ring_mod._W_WAKE_BROKEN]
@@ -303,7 +358,7 @@ def test_futex_is_used_when_a_producer_cannot_reach_the_pipe(ring, monkeypatch):
     ring.register_producer()
     ring.try_read()
     monkeypatch.setattr(waiting_mod, "open_wake_writer", lambda *args: None)
-    assert _wake_latency(ring, ring) < 1.0
+    _read_after_a_wake_up(ring, ring)
     assert ring._q[ring_mod._W_WAKE_BROKEN] == 1
 
 
@@ -313,15 +368,12 @@ def test_capped_back_off_without_futex_or_pipe(ring, monkeypatch):
     ring._wake_pipe.close()
     ring._wake_pipe = None
     monkeypatch.setattr(waiting_mod._FUTEX, "available", False)
-    assert _wake_latency(ring, ring) < 1.0
+    mark = time.monotonic()                          # no channel to announce on: the consumer polls with sleeps
+    _read_after_a_wake_up(ring, ring, asleep=lambda: ring._wait_t0 >= mark)
     while ring.try_write_batch([bytes(1000)]):
         pass
-    reader = threading.Timer(0.05, lambda: ring.try_read(1))
-    reader.start()
-    try:
+    with once(blocked_on_space(ring), lambda: ring.try_read(1), "the producer to be refused"):
         ring.write_batch([bytes(1000)], timeout=5)
-    finally:
-        reader.join()
 
 
 def test_wake_writer_refuses_an_fd_that_is_not_the_published_pipe(tmp_path):
@@ -345,12 +397,10 @@ def test_blocking_write_times_out_then_succeeds_after_a_read(ring):
         pass
     with pytest.raises(TimeoutError, match="full"):
         ring.write_batch([bytes(1000)], timeout=0.05)
-    reader = threading.Timer(0.05, lambda: ring.try_read(1))
-    reader.start()
-    try:
+    space_waiters = (lambda: ring._q[ring_mod._W_SPACE_WAITERS] > 0) if waiting_mod._FUTEX.available \
+        else blocked_on_space(ring)
+    with once(space_waiters, lambda: ring.try_read(1), "the producer to sleep on the read cursor"):
         ring.write_batch([bytes(1000)], timeout=5)
-    finally:
-        reader.join()
     assert ring.statistics().write_wait_s > 0
     ring.try_read(100)
     with pytest.raises(TimeoutError, match="nothing to read"):
@@ -407,12 +457,19 @@ def test_an_owner_that_only_unlinks_allocates_the_pages_without_mapping_them():
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
-def test_a_handle_closed_at_once_stops_its_background_prefault_which_then_unmaps(wait_until):
+def test_a_handle_closed_at_once_stops_its_background_prefault_which_then_unmaps(wait_until, monkeypatch):
+    handed_over = []
+    cancel = BackgroundPrefault.cancel
+
+    def spy(job, then=None):
+        handed_over.append(then is not None)
+        return cancel(job, then)
+
+    monkeypatch.setattr(BackgroundPrefault, "cancel", spy)
     owner = SharedRing.create(16 << 20, prefault=False)
-    t0 = time.monotonic()
     for _ in range(3):
         SharedRing.attach(owner.name).close()
-    assert time.monotonic() - t0 < 1.0          # close does not wait for the prefault thread
+    assert handed_over == [True] * 3            # close does not wait for the prefault thread: it hands it the unmap
     name = owner.name
     owner.close()
     wait_until(lambda: not [t for t in threading.enumerate() if t.name == "elastream-prefault"],
@@ -605,23 +662,35 @@ def test_a_lone_stalled_record_is_still_skipped_by_a_waiting_reader():
 
 
 # -- the hybrid polling window -----------------------------------------------------------------------
-def _poll_window(ring: SharedRing, seconds: float, read: tuple[int, bool] = (8, False)):
-    """One polling window of a waiting reader (no nap: the window starts now), as ``_wait_data`` runs it."""
+def _poll_window(ring: SharedRing, seconds: float, read: tuple[int, bool] = (8, False),
+                 polling: threading.Event | None = None):
+    """One polling window of a waiting reader (no nap: the window starts now), as ``_wait_data`` runs it.
+
+    ``polling`` is set when the Python loop first looks (see :func:`is_polling`).
+    """
     max_records, views = read
     now = time.monotonic()
-    return ring._hybrid_poll((now, now + seconds), None, lambda: ring._try_read(max_records, views), read)
+
+    def attempt() -> list:
+        if polling is not None:
+            polling.set()
+        return ring._try_read(max_records, views)
+
+    return ring._hybrid_poll((now, now + seconds), None, attempt, read)
+
+
+def is_polling(ring: SharedRing, polling: threading.Event):
+    """A condition: a window is polling — the C poll holds the consumer lock, or the Python loop has looked."""
+    return lambda: polling.is_set() or ring._consumer_lock.locked()
 
 
 @pytest.mark.parametrize("views", [False, True], ids=["copies", "views"])
 def test_a_record_published_during_the_window_comes_out_of_it(ring, views):
     ring.register_producer()
     assert ring.try_read() == []                              # claims the consumer role
-    timer = threading.Timer(0.03, lambda: ring.try_write_batch([b"in", b"window"], target=3))
-    timer.start()
-    try:
-        got = _poll_window(ring, 5.0, (8, views))
-    finally:
-        timer.join()
+    polling = threading.Event()
+    with once(is_polling(ring, polling), lambda: ring.try_write_batch([b"in", b"window"], target=3), "the window"):
+        got = _poll_window(ring, 5.0, (8, views), polling)
     assert [(t, bytes(p)) for t, p in got] == [(3, b"in"), (3, b"window")]
     assert ring._poll[1] is got                               # the window counts as a hit
     stats = ring.statistics()
@@ -635,10 +704,9 @@ def test_a_record_published_during_the_window_comes_out_of_it(ring, views):
 def test_an_empty_window_ends_on_time_and_counts_a_miss(ring):
     ring.register_producer()
     assert ring.try_read() == []
-    t0 = time.monotonic()
     assert not _poll_window(ring, 0.05)
-    assert 0.05 <= time.monotonic() - t0 < 2
     stats = ring.statistics()
+    # a lower bound cannot fail by chance: nothing arrives, so the window polls until its end
     assert (stats.poll_windows, stats.poll_hits) == (1, 0) and stats.read_poll_s >= 0.05
 
 
@@ -646,38 +714,36 @@ def test_the_window_never_waits_behind_a_record_still_being_written(ring):
     a, b = ring.register_producer(), ring.register_producer()
     assert ring.try_read() == []
     word = begin_write(ring, a, b"slow")                      # A is mid-copy at the scan position
-    timer = threading.Timer(0.03, lambda: ring.try_write_batch([b"B1"], producer=b))
-    timer.start()
-    try:
-        got = _poll_window(ring, 5.0)
-    finally:
-        timer.join()
+    polling = threading.Event()
+    with once(is_polling(ring, polling), lambda: ring.try_write_batch([b"B1"], producer=b), "the window"):
+        got = _poll_window(ring, 5.0, polling=polling)
     assert payloads(got) == [b"B1"]                           # B's record passes A's (Fig. 5b)
     assert publish(ring, word)
     assert payloads(ring.try_read()) == [b"slow"]
 
 
-def test_closing_waits_for_a_window_polling_in_another_thread(ring):
+def test_closing_waits_for_a_window_polling_in_another_thread(ring, wait_until):
     ring.register_producer()
     assert ring.try_read() == []
     result: list = []
+    polling = threading.Event()
 
     def poll() -> None:
         try:
-            result.append(_poll_window(ring, 0.3))
+            result.append(_poll_window(ring, 1.0, polling=polling))
         except RingClosedError as e:                           # the Python loop may notice the close first
             result.append(e)
 
     poller = threading.Thread(target=poll)
     poller.start()
-    time.sleep(0.05)
+    wait_until(is_polling(ring, polling), what="the window to poll")
     ring.close()                                              # must not unmap under the polling loop
     poller.join(5)
     assert not poller.is_alive() and len(result) == 1
     assert not result[0] or isinstance(result[0], RingClosedError)
 
 
-def test_closing_ends_a_read_sleeping_in_another_thread(ring):
+def test_closing_ends_a_read_sleeping_in_another_thread(ring, wait_until):
     ring.register_producer()
     outcome: list = []
 
@@ -687,11 +753,11 @@ def test_closing_ends_a_read_sleeping_in_another_thread(ring):
         except RingClosedError as e:
             outcome.append(e)
 
+    asleep = announced_asleep(ring)
     reader = threading.Thread(target=read)
     reader.start()
-    time.sleep(0.1)                                           # asleep on its wake pipe by now
-    t0 = time.monotonic()
+    wait_until(asleep, what="the reader to sleep")
     ring.close()
-    reader.join(5)
-    assert not reader.is_alive() and time.monotonic() - t0 < 2
+    reader.join(5)                                            # its read would wait 10 s: the close ended it
+    assert not reader.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], RingClosedError)

@@ -15,8 +15,8 @@ import pytest
 import elastream as es
 import ring_payloads
 from elastream.ipc import _sync
-from elastream.processes import child
-from elastream.processes.supervisor import (_pickled_modules, precompilable_sources, preloadable_modules,
+from elastream.processes import child, forkserver
+from elastream.processes.forkserver import (_pickled_modules, precompilable_sources, preloadable_modules,
                                             worker_modules)
 
 pytestmark = pytest.mark.timeout(30)
@@ -53,19 +53,19 @@ def test_modules_not_imported_here_are_left_out():
 
 def test_a_fork_server_adopts_the_parents_path_and_compiles_the_sources_it_is_given(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setattr(child._CompiledSources, "_installed", None)
+    monkeypatch.setattr(forkserver.CompiledSources, "_installed", None)
     from importlib.machinery import SourceFileLoader
 
     monkeypatch.setattr(SourceFileLoader, "source_to_code", SourceFileLoader.source_to_code)
     module = tmp_path / "es_precompiled_probe.py"
     module.write_text("VALUE = 41 + 1\n")
     last = sys.path[-1]
-    monkeypatch.setenv(child.FORKSERVER_SETUP_ENV, json.dumps({"sys_path": [str(tmp_path), last],
+    monkeypatch.setenv(forkserver.FORKSERVER_SETUP_ENV, json.dumps({"sys_path": [str(tmp_path), last],
                                                                "compile": [str(module)]}))
-    child._set_up_fork_server()
+    forkserver.set_up_fork_server()
     assert sys.path[:2] == [str(tmp_path), last] and sys.path.count(last) == 1
-    assert child.FORKSERVER_SETUP_ENV not in os.environ
-    compiled = child._CompiledSources._installed.code[str(module)][1]
+    assert forkserver.FORKSERVER_SETUP_ENV not in os.environ
+    compiled = forkserver.CompiledSources._installed.code[str(module)][1]
     loader = SourceFileLoader("es_precompiled_probe", str(module))
     assert loader.get_code("es_precompiled_probe") is compiled          # same source: no compile
     module.write_text("VALUE = 7\n")

@@ -11,9 +11,15 @@ the placement (``"X#0"``, ``"X#1"``, …), e.g. with
 :func:`~elastream.processes.replicate.replicated_placement`, and a stateless or
 partitioned operator runs as ordered split → replicas on several processes →
 ordered merge; the output keeps the sequential order.
+
+The fork server the workers start from (``ProcessConfig(start_method="forkserver")``,
+the default) is a long-lived helper: it stops when the interpreter exits, or
+at once with :func:`stop_fork_server`.
 """
 
+from elastream.processes.forkserver import stop_fork_server
 from elastream.processes.replicate import choose_replicas, replicate_flow, replicated_placement
 from elastream.processes.supervisor import ProcessRunHandle, WorkerProcessError
 
-__all__ = ["ProcessRunHandle", "WorkerProcessError", "choose_replicas", "replicate_flow", "replicated_placement"]
+__all__ = ["ProcessRunHandle", "WorkerProcessError", "choose_replicas", "replicate_flow", "replicated_placement",
+           "stop_fork_server"]

@@ -1,15 +1,18 @@
 """Worker-process entry point: run one part of a split flow with the core engine.
 
-The parent starts this with the ``spawn`` (or ``forkserver``) method and talks to
-it over one duplex pipe. Messages (cloudpickled tuples):
+The parent starts :func:`child_main` with the ``forkserver`` (or ``spawn``)
+method and talks to it over one duplex pipe with the messages of
+:mod:`elastream.processes.messages`: the worker waits for
+:class:`~elastream.processes.messages.RingsReady` before it attaches any ring,
+sends ``Started``, then a ``Stats`` every reporting period, answers each
+``Control`` (a reconfiguration decision, applied here with the part's
+``handle.submit``) with a ``ControlResult``, obeys ``Shutdown``, and ends with
+one ``Done`` or ``Failed``.
 
-* child → parent: ``("stats", FlowStats)`` every stats period,
-  ``("done", outputs, FlowStats, shutdown)`` or
-  ``("failed", operator, error_type, message, details, FlowStats)`` at the end;
-* parent → child: ``("rings",)`` once every ring exists (the parent creates them
-  while the child boots; the child attaches none before), then
-  ``("shutdown",)``, ``("threads", n)``.
-
+Threading: the worker's main thread owns the pipe and runs the control loop
+(:class:`_ControlLoop`); the flow runs on the engine's worker threads. The
+loop sleeps until the parent writes, the flow ends (an
+:class:`~elastream.processes.end_signal.EndSignal`) or statistics are due.
 The child ignores SIGINT: Ctrl-C reaches the whole process group, and the
 parent turns it into an orderly shutdown of every child.
 
@@ -20,88 +23,22 @@ imports it, so workers forked from it start warm.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
-import threading
-import traceback
+from dataclasses import replace
 from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
 from typing import Any
 
 import cloudpickle
 
-from elastream.errors import OperatorError
+from elastream.processes.control import apply_in_part
+from elastream.processes.end_signal import EndSignal
+from elastream.processes.forkserver import set_up_fork_server
+from elastream.processes.messages import (Control, Done, Failed, Final, ParentMessage, RingsReady, Shutdown,
+                                          Started, Stats, receive, send)
 
-#: Environment variable with the parent's ``sys.path`` and the sources to compile (JSON) while it
-#: starts a fork server (see :func:`_set_up_fork_server`).
-FORKSERVER_SETUP_ENV = "ELASTREAM_FORKSERVER_SETUP"
 STATS_TO_PARENT_S = 0.5
-#: How often the end watcher re-checks whether it was told to stop (it normally just waits for the end).
-END_CHECK_S = 0.5
-
-
-def _set_up_fork_server() -> None:
-    """In a fork server being started: adopt the parent's ``sys.path``, compile the sources it names.
-
-    The path goes first (Python 3.11's fork server drops the one it is handed). The sources
-    are the workers' own modules that must not be imported here (their import-time state
-    would be shared by every worker): they are only compiled, and a worker importing one of
-    them gets the code object when its source is byte for byte the same
-    (:class:`_CompiledSources`), so it executes the module itself without compiling it
-    (~4 ms for a 16 KB module on the VM, where no ``.pyc`` is written). The variable is
-    removed at once, so the workers do not carry it on.
-    """
-    raw = os.environ.pop(FORKSERVER_SETUP_ENV, None)
-    if not raw:
-        return
-    setup = json.loads(raw)
-    parent = [p for p in setup.get("sys_path", []) if isinstance(p, str)]
-    sys.path[:] = parent + [p for p in sys.path if p not in parent]
-    sources = _CompiledSources.install()
-    for path in setup.get("compile", []):
-        sources.add(path)
-
-
-class _CompiledSources:
-    """Code objects compiled ahead, handed to ``SourceFileLoader`` for an identical source at the same path.
-
-    Installed in a fork server only (the workers inherit it): ``source_to_code`` of
-    ``importlib.machinery.SourceFileLoader`` looks here first; anything else compiles as usual.
-    """
-
-    _installed: _CompiledSources | None = None
-
-    def __init__(self) -> None:
-        self.code: dict[str, tuple[bytes, Any]] = {}
-
-    @classmethod
-    def install(cls) -> _CompiledSources:
-        if cls._installed is None:
-            from importlib.machinery import SourceFileLoader
-
-            sources = cls()
-            original = SourceFileLoader.source_to_code
-
-            def source_to_code(loader: Any, data: Any, path: Any, *, _optimize: int = -1) -> Any:
-                hit = sources.code.get(path) if _optimize == -1 else None
-                if hit is not None and hit[0] == data:
-                    return hit[1]
-                return original(loader, data, path, _optimize=_optimize)
-
-            SourceFileLoader.source_to_code = source_to_code  # type: ignore[method-assign]
-            cls._installed = sources
-        return cls._installed
-
-    def add(self, path: str) -> None:
-        """Compile ``path`` now, as the import system would (nothing if it cannot be read or compiled)."""
-        try:
-            with open(path, "rb") as f:
-                data = f.read()
-            self.code[path] = (data, compile(data, path, "exec", dont_inherit=True))
-        except (OSError, SyntaxError, ValueError):
-            pass
 
 
 def warm_up() -> None:
@@ -118,16 +55,6 @@ def warm_up() -> None:
 
     available()
     warm_up_atomics()
-
-
-def send(conn: Any, message: tuple) -> None:
-    """Send one cloudpickled message (user objects may need cloudpickle)."""
-    conn.send_bytes(cloudpickle.dumps(message))
-
-
-def receive(conn: Any) -> tuple:
-    """Receive one message sent with :func:`send`."""
-    return cloudpickle.loads(conn.recv_bytes())
 
 
 def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | None = None) -> None:
@@ -147,42 +74,37 @@ def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | 
         spec = cloudpickle.loads(payload)
         if not spec.operators:
             # A placement may leave a process without operators (more processes than work): nothing to run.
-            send(conn, ("started", os.getpid()))
-            send(conn, ("done", {}, None, False))
+            send(conn, Started(os.getpid()))
+            send(conn, Done())
             return
         flow = build_child_flow(spec)
         early = _wait_for_rings(conn)
         if early is None:
             return  # the parent is gone
-        if any(message[0] == "shutdown" for message in early):
-            send(conn, ("started", os.getpid()))
-            send(conn, ("done", {}, None, True))
+        if any(isinstance(message, Shutdown) for message in early):
+            send(conn, Started(os.getpid()))
+            send(conn, Done(shutdown=True))
             return
         handle = start_threads(flow, spec.config)
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, then exit
-        send(conn, ("failed", f"<process {index}>", type(exc).__name__, str(exc), traceback.format_exc(), None))
+        send(conn, Failed.of(exc, None, f"<process {index}>"))
         return
-    for message in early:
-        _obey(handle, message)
-    send(conn, ("started", os.getpid()))
+    send(conn, Started(os.getpid()))
     # Snapshots cost ~0.5 ms of this process's CPU (and a GIL switch): a few per second suffice.
-    period = max(spec.config.scheduling.stats_period_ms / 1000.0, STATS_TO_PARENT_S)
-    ended = _EndSignal(handle.sched.finished)
-    try:
-        _control_loop(conn, handle, ended, period)
-    finally:
-        ended.close()
+    loop = _ControlLoop(conn, handle, max(spec.config.scheduling.stats_period_ms / 1000.0, STATS_TO_PARENT_S))
+    for message in early:
+        loop.dispatch(message)
+    loop.run()
+    send(conn, final_message(handle, f"<process {index}>"))
+
+
+def final_message(handle: Any, where: str) -> Final:
+    """Wait for a part's threads handle and describe how it ended (``where`` names a failure outside operators)."""
     try:
         result = handle.wait()
-    except OperatorError as exc:
-        cause = exc.__cause__
-        send(conn, ("failed", exc.operator, type(cause).__name__, str(cause), exc.details, handle.stats()))
-        return
-    except BaseException as exc:  # noqa: BLE001
-        send(conn, ("failed", f"<process {index}>", type(exc).__name__, str(exc), traceback.format_exc(),
-                    handle.stats()))
-        return
-    send(conn, ("done", result.outputs, result.stats, result.shutdown))
+    except BaseException as exc:  # noqa: BLE001 - reported as the part's failure
+        return Failed.of(exc, handle.stats(), where)
+    return Done(result.outputs, result.stats, result.shutdown)
 
 
 def adopt_environment(environ: dict[str, str]) -> None:
@@ -194,81 +116,72 @@ def adopt_environment(environ: dict[str, str]) -> None:
             os.environ[name] = value
 
 
-def _wait_for_rings(conn: Any) -> list[tuple] | None:
+def _wait_for_rings(conn: Any) -> list[ParentMessage] | None:
     """Block until the parent says the rings exist; return what else it sent first (None: it is gone).
 
-    The parent sends "rings" right after creating them, or dies (then the pipe ends); a
-    "shutdown" sent meanwhile is returned for the caller to obey.
+    The parent sends :class:`RingsReady` right after creating them, or dies (then the pipe
+    ends); a :class:`Shutdown` (or a decision) sent meanwhile is returned for the caller to obey.
     """
-    early = []
+    early: list[ParentMessage] = []
     try:
         while True:
             message = receive(conn)
-            if message[0] == "rings":
+            if isinstance(message, RingsReady):
                 return early
             early.append(message)
-            if message[0] == "shutdown":
+            if isinstance(message, Shutdown):
                 return early
     except (EOFError, OSError):
         return None
 
 
-class _EndSignal:
-    """A file descriptor that becomes readable once the flow has finished.
+class _ControlLoop:
+    """Obey the parent and send statistics every ``period`` until the flow ends (or the parent is gone)."""
 
-    The control loop waits on it together with the parent's pipe, so it sleeps
-    until a message, the end or the next stats report instead of waking every
-    few milliseconds: each wake-up takes the GIL from the computing worker. A
-    small thread waits on the scheduler's ``finished`` event and writes one byte.
-    """
+    def __init__(self, conn: Any, handle: Any, period: float):
+        self.conn = conn
+        self.handle = handle
+        self.period = period
+        self._handlers = {Shutdown: self._on_shutdown, Control: self._on_control, RingsReady: self._on_rings}
 
-    def __init__(self, finished: threading.Event):
-        self.fd, self._write_end = os.pipe()
-        self._finished = finished
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="elastream-child-end", daemon=True)
-        self._thread.start()
-
-    def _watch(self) -> None:
-        while not self._finished.wait(END_CHECK_S):
-            if self._closed.is_set():
-                return
-        os.write(self._write_end, b"x")
-
-    def close(self) -> None:
-        self._closed.set()
-        self._thread.join(END_CHECK_S + 1.0)
-        for fd in (self.fd, self._write_end):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-
-
-def _control_loop(conn: Any, handle: Any, ended: _EndSignal, period: float) -> None:
-    """Obey the parent and send stats every ``period`` until the flow ends (or the parent is gone)."""
-    next_stats = perf_counter() + period
-    while not handle.done:
+    def run(self) -> None:
+        ended = EndSignal(self.handle.finished, name="elastream-child-end")
         try:
-            ready = wait_ready([conn, ended.fd], timeout=max(0.0, next_stats - perf_counter()))
-            if conn in ready:
-                while conn.poll():
-                    _obey(handle, receive(conn))
-            if perf_counter() >= next_stats and not handle.done:
-                send(conn, ("stats", handle.stats()))
-                next_stats = perf_counter() + period
-        except (EOFError, OSError):
-            handle.sched.request_shutdown()  # the parent is gone: stop, nobody will read results
-            return
+            self._loop(ended.fd)
+        finally:
+            ended.close()
+
+    def _loop(self, end_fd: int) -> None:
+        next_stats = perf_counter() + self.period
+        while not self.handle.done:
+            try:
+                ready = wait_ready([self.conn, end_fd], timeout=max(0.0, next_stats - perf_counter()))
+                if self.conn in ready:
+                    while self.conn.poll():
+                        self.dispatch(receive(self.conn))
+                if perf_counter() >= next_stats and not self.handle.done:
+                    send(self.conn, Stats(self.handle.stats()))
+                    next_stats = perf_counter() + self.period
+            except (EOFError, OSError):
+                self.handle.request_shutdown()  # the parent is gone: stop, nobody will read results
+                return
+
+    def dispatch(self, message: ParentMessage) -> None:
+        """Hand ``message`` to its handler."""
+        self._handlers[type(message)](message)
+
+    def _on_shutdown(self, message: Shutdown) -> None:
+        self.handle.request_shutdown()
+
+    def _on_control(self, message: Control) -> None:
+        result = apply_in_part(self.handle, message.decision)
+        # The statistics first: once the parent has the answer, its view already shows the change.
+        send(self.conn, Stats(self.handle.stats()))
+        send(self.conn, replace(result, ticket=message.ticket))
+
+    def _on_rings(self, message: RingsReady) -> None:
+        pass  # only meaningful before the start (see _wait_for_rings)
 
 
-def _obey(handle: Any, message: tuple) -> None:
-    kind = message[0]
-    if kind == "shutdown":
-        handle.sched.request_shutdown()
-    elif kind == "threads":
-        handle.set_threads(int(message[1]))
-
-
-_set_up_fork_server()
+set_up_fork_server()
 warm_up()

@@ -7,28 +7,31 @@ and pickling the sink results back — all of it on the run's critical path
 (about 0.2 s for 200,000 small tuples on the 2-core machine) — and P
 processes then really means P processes.
 
+The part reports as a worker does, with the values of
+:mod:`elastream.processes.messages`: its end is a ``Done`` or ``Failed``
+(:attr:`LocalPart.final`), a decision is answered with a ``ControlResult``.
+
 Threading: :class:`LocalPart` is created in the user's thread (it starts the
-ordinary single-process engine on part 0's flow). A small watcher thread
-waits for the part to finish and then makes :attr:`LocalPart.ready_fd`
-readable, so the supervisor thread can wait for it together with the child
-pipes and sentinels instead of polling (every wake-up would take the GIL from
-part 0's worker). The supervisor then calls :meth:`LocalPart.collect` once, or
-:meth:`LocalPart.request_shutdown` when another part fails; :meth:`collect`
-joins the part's worker threads and the watcher.
+ordinary single-process engine on part 0's flow). An
+:class:`~elastream.processes.end_signal.EndSignal` makes :attr:`LocalPart.ready_fd`
+readable once the part has finished, so the supervisor thread waits for it
+together with the child pipes and sentinels instead of polling (every wake-up
+would take the GIL from part 0's worker). The supervisor then calls
+:meth:`LocalPart.collect` once, or :meth:`LocalPart.request_shutdown` when
+another part fails; :meth:`control` is called from the user's thread.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
-from elastream.errors import OperatorError
+from elastream.metrics.stats import FlowStats
+from elastream.processes.control import apply_in_part
+from elastream.processes.end_signal import EndSignal
+from elastream.processes.messages import ControlResult, Done, Failed, Final
 from elastream.processes.spec import ChildSpec, build_child_flow
-
-
-#: How often the watcher re-checks whether it was told to stop (it normally just waits for the end).
-WATCH_CHECK_S = 0.5
+from elastream.runtime.decisions import Decision
 
 
 class LocalPart:
@@ -39,35 +42,20 @@ class LocalPart:
 
         self.spec = spec
         self.pid = os.getpid()
-        self.final: tuple | None = None
-        """("done", outputs, stats, shutdown) or ("failed", error, stats) once collected."""
+        self.final: Final | None = None
+        """How the part ended, once collected."""
         self.handle: Any = None
-        self._read_end, self._write_end = os.pipe()
-        self._stop = threading.Event()
-        self._watcher: threading.Thread | None = None
         if not spec.operators:
-            self.final = ("done", {}, None, False)  # a placement may leave part 0 empty
-            os.write(self._write_end, b"x")
+            self.final = Done()  # a placement may leave part 0 empty
+            self._ended = EndSignal.already_set()
             return
-        try:
-            self.handle = start_threads(build_child_flow(spec), spec.config)
-        except BaseException:
-            self.close()
-            raise
-        self._watcher = threading.Thread(target=self._watch, name="elastream-local-watch", daemon=True)
-        self._watcher.start()
-
-    def _watch(self) -> None:
-        finished = self.handle.sched.finished
-        while not finished.wait(WATCH_CHECK_S):
-            if self._stop.is_set():
-                return
-        os.write(self._write_end, b"x")
+        self.handle = start_threads(build_child_flow(spec), spec.config)
+        self._ended = EndSignal(self.handle.finished, name="elastream-local-watch")
 
     @property
     def ready_fd(self) -> int:
         """A file descriptor that becomes readable once the part has finished."""
-        return self._read_end
+        return self._ended.fd
 
     @property
     def index(self) -> int:
@@ -86,45 +74,34 @@ class LocalPart:
 
     def collect(self, timeout: float) -> BaseException | None:
         """Join the part's threads and record its end; return its failure, if any."""
-        try:
-            result = self._wait(timeout)
-        except OperatorError as error:
-            self.final = ("failed", error, self.handle.stats())
-            return error
-        except BaseException as error:  # noqa: BLE001 - reported as the run's failure
-            self.final = ("failed", error, self.handle.stats())
-            return error
-        self.final = ("done", result.outputs, result.stats, result.shutdown)
-        return None
-
-    def _wait(self, timeout: float) -> Any:
-        try:
-            return self.handle.wait(timeout)
-        finally:
-            self._stop.set()
-            if self._watcher is not None:
-                self._watcher.join(WATCH_CHECK_S + 1.0)
+        if self.final is None:
+            try:
+                result = self.handle.wait(timeout)
+            except BaseException as error:  # noqa: BLE001 - reported as the run's failure
+                self.final = Failed.of(error, self.handle.stats(), "<process 0>", keep=True)
+            else:
+                self.final = Done(result.outputs, result.stats, result.shutdown)
+            finally:
+                self._ended.close()
+        return self.final.error if isinstance(self.final, Failed) else None
 
     def close(self) -> None:
         """Release the ready pipe (after :meth:`collect`)."""
-        for fd in (self._read_end, self._write_end):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._ended.close()
 
     def request_shutdown(self) -> None:
         """Ask the part to stop (another part failed, or an explicit shutdown)."""
         if self.handle is not None and self.final is None:
-            self.handle.sched.request_shutdown()
+            self.handle.request_shutdown()
 
-    def stats(self) -> Any:
+    def stats(self) -> FlowStats | None:
         """The part's latest statistics (None before it started)."""
         if self.final is not None:
-            return self.final[2]
+            return self.final.stats
         return self.handle.stats() if self.handle is not None else None
 
-    def set_threads(self, n: int) -> None:
-        """Change the part's worker-thread count."""
-        if self.handle is not None and self.final is None:
-            self.handle.set_threads(n)
+    def control(self, decision: Decision) -> ControlResult:
+        """Apply ``decision`` to the running part now (the caller's thread is its control point)."""
+        if self.handle is None or self.final is not None or self.handle.done:
+            return ControlResult(0, False, "process 0 has ended")
+        return apply_in_part(self.handle, decision)

@@ -1,4 +1,4 @@
-"""Parent side of a multi-process run: rings, worker processes, failure handling, merging.
+"""Parent side of a multi-process run: rings, worker processes, failure handling, decisions.
 
 Part 0 runs in the parent itself (:class:`~elastream.processes.local.LocalPart`),
 parts 1..P-1 in child processes, so ``processes=P`` uses P processes and the
@@ -6,60 +6,55 @@ sources' data and the sinks' results of part 0 never cross a pipe.
 
 Start (the fixed cost of every run, ~20 ms for two processes on the 2-vCPU
 VM): the ring names are chosen first and the workers spawned, from a fork
-server that has already imported and warmed up what a worker needs; while they
-boot, this process creates the rings (pages allocated, not mapped: its handles
-only unlink), tells each worker "rings", and starts part 0. Teardown: the rings
-are unlinked as soon as every part has reported its end, while the workers exit.
+server (:mod:`~elastream.processes.forkserver`) that has already imported and
+warmed up what a worker needs; while they boot, this process creates the rings
+(pages allocated, not mapped: its handles only unlink), sends each worker
+``RingsReady``, and starts part 0. Teardown: the rings are unlinked as soon as
+every part has reported its end, while the workers exit; every worker is
+joined on every exit path (normal end, an operator's failure, a killed worker,
+Ctrl-C in the caller's wait, a failed start).
 
 Threading: the user's thread calls :class:`ProcessRunHandle` methods; one
-supervisor thread owns the pipes and the process sentinels and polls the
-local part. It records messages, notices a dead worker at once (its sentinel
-fires), asks every other part to shut down, kills what has not ended after a
-grace period, and always unlinks the shared-memory rings (normal end,
-failure, Ctrl-C).
+supervisor thread owns the receiving ends of the pipes and the process
+sentinels and waits for the local part's end. It dispatches each message
+(:mod:`~elastream.processes.messages`) to its handler, notices a dead worker at
+once (its sentinel fires), asks every other part to shut down, kills what has
+not ended after a grace period, and always unlinks the shared-memory rings.
+Sends to a worker are serialised by a per-worker lock (the user's thread sends
+decisions, the supervisor shutdowns).
 """
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
-import pickletools
-import sys
 import threading
-from dataclasses import replace
+from collections.abc import Sequence
 from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
-from types import ModuleType
 from typing import Any
 
 import cloudpickle
 
 from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
-from elastream.metrics.stats import FlowStats, OperatorStats
-from elastream.processes.child import FORKSERVER_SETUP_ENV, child_main, receive, send
+from elastream.metrics.stats import FlowStats
+from elastream.processes import forkserver
+from elastream.processes.child import child_main
+from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.local import LocalPart
+from elastream.processes.merge_stats import merge_stats
+from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
+                                          Shutdown, Started, Stats, receive, send)
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
 
-
 #: Longest sleep of the supervisor thread and of a waiting caller between looks (Ctrl-C interrupts the
 #: caller's wait at once; a run that ends wakes both at once).
 WATCH_S = 0.5
-
-#: Modules the fork server imports before forking workers (``start_method="forkserver"``);
-#: ``elastream.processes.child`` warms up the rest (see :func:`~elastream.processes.child.warm_up`).
-#: The standard library's own part of a worker's start is in it too: running the main script again
-#: (runpy, pkgutil) and unpickling the process object (popen_forkserver): ~1.5 ms a worker.
-FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.processes.spec",
-                      "elastream.processes.proxies", "elastream.ordered.split_merge", "cloudpickle",
-                      "runpy", "pkgutil", "multiprocessing.popen_forkserver")
-#: A worker's spec larger than this is not scanned for modules to preload (the scan runs in Python).
-PRELOAD_SCAN_BYTES = 1 << 20
 
 
 class WorkerProcessError(ElastreamError):
@@ -86,26 +81,56 @@ class _Child:
         self.process = process
         self.conn = conn
         self.stats: FlowStats | None = None
-        self.final: tuple | None = None
+        self.final: Final | None = None
         self.pid: int | None = None
+        self._send_lock = threading.Lock()
+
+    @property
+    def index(self) -> int:
+        return self.spec.index
 
     @property
     def operators(self) -> list[str]:
         return [name for name, _ in self.spec.operators]
 
+    def send(self, message: RingsReady | Shutdown | Control) -> bool:
+        """Send ``message`` unless the worker's end is gone (its sentinel tells the supervisor why)."""
+        try:
+            with self._send_lock:
+                send(self.conn, message)
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def join(self, timeout: float) -> None:
+        """Join the process; terminate, then kill it if it has not ended by then."""
+        self.process.join(timeout)
+        for stop in (self.process.terminate, self.process.kill):
+            if self.process.exitcode is not None:
+                break
+            stop()
+            self.process.join(1.0)
+
+
+def remote_error(failed: Failed) -> OperatorError:
+    """The OperatorError a worker's :class:`Failed` stands for (its cause rebuilt from type name and text)."""
+    cause = RemoteOperatorError(f"{failed.error_type}: {failed.message}")
+    error = OperatorError(failed.operator, cause, failed.details)
+    error.__cause__ = cause
+    return error
+
 
 class ProcessRunHandle:
-    """A flow running on several worker processes (same interface as RunHandle).
+    """A flow running on several worker processes (a :class:`~elastream.runtime.handle.RunHandle`).
 
     ``flow`` must already be validated (``Runner.start`` does it before placing).
     """
 
     def __init__(self, flow: Flow, config: RunConfig, assignment: dict[str, int]):
-        from elastream.ipc.ring import SharedRing
-
         self.flow = flow
         self.config = config
         self.timeline: list[Applied] = []
+        """Every decision submitted to this run, as the part that hosts it applied it (in order)."""
         # Replicated operators (``replicas=``, C-Stream §4.2) become split → replicas → merge.
         placement = config.placement
         self.run_flow, self.assignment = expand_assignment(
@@ -120,61 +145,72 @@ class ProcessRunHandle:
         self._stop_requested_at: float | None = None
         self._explicit_shutdown = False
         self._failure: BaseException | None = None
-        self._result: Any = None
+        self._result: RunResult | None = None
         self._children: list[_Child] = []
         self._local: LocalPart | None = None
-        ring_names = {edge: SharedRing.new_name() for edge, *_ in cross_edges(self.run_flow, self.assignment)}
-        try:
-            specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, config.for_part())
-            self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
-            # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
-            # waits for "rings" before it attaches any.
-            self._children = self._spawn(specs[1:])
-            for name in ring_names.values():
-                # This handle only unlinks: the parts' own handles map and prefault the pages they use.
-                self._rings.append(SharedRing.create(config.process.ring_bytes, name=name, producers=1, prefault=False))
-            for c in self._children:
-                _send_quietly(c.conn, ("rings",))  # one that has ended already (no operators) is reaped as usual
-            self._local = LocalPart(specs[0])
-        except BaseException:
-            self._kill_children()
-            self._unlink_rings()
-            raise
+        self._replies = PendingReplies()
+        self._handlers = {Started: self._on_started, Stats: self._on_stats, ControlResult: self._on_control_result,
+                          Done: self._on_final, Failed: self._on_final}
+        self._start()
         self._thread = threading.Thread(target=self._supervise, name="elastream-supervisor", daemon=True)
         self._thread.start()
 
     # -- start ---------------------------------------------------------------------------
+    def _start(self) -> None:
+        from elastream.ipc.ring import SharedRing
+
+        ring_names = {edge: SharedRing.new_name() for edge, *_ in cross_edges(self.run_flow, self.assignment)}
+        try:
+            specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, self.config.for_part())
+            self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
+            # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
+            # waits for RingsReady before it attaches any.
+            self._children = self._spawn(specs[1:])
+            for name in ring_names.values():
+                # This handle only unlinks: the parts' own handles map and prefault the pages they use.
+                self._rings.append(SharedRing.create(self.config.process.ring_bytes, name=name, producers=1,
+                                                     prefault=False))
+            for c in self._children:
+                c.send(RingsReady())  # one that has ended already (no operators) is reaped as usual
+            self._local = LocalPart(specs[0])
+        except BaseException:
+            self._end_children(kill=True)
+            self._unlink_rings()
+            raise
+
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
-        ctx = mp.get_context(self.config.process.start_method)
+        method = self.config.process.start_method
+        ctx = mp.get_context(method)
         payloads = [cloudpickle.dumps(spec) for spec in specs]
-        if self.config.process.start_method == "forkserver" and not _fork_server_running():
-            # The fork server imports the engine once; every later worker forks from it warm
-            # (~10 ms instead of a fresh interpreter's ~0.3 s of imports). It is told only when it
-            # starts, so what this flow's workers import is added then: a later run of the same
-            # code forks with it already imported (no .pyc is written on the VM: each import compiles).
-            wanted = worker_modules(payloads)
-            _start_fork_server(ctx, list(dict.fromkeys(FORKSERVER_PRELOAD + tuple(preloadable_modules(wanted)))),
-                               precompilable_sources(wanted))
+        if method == "forkserver":
+            forkserver.ensure_fork_server(ctx, payloads)
+            forkserver.use_fork_server(self)
         # A spawned worker inherits this process's environment; a forked one the fork server's.
-        environ = dict(os.environ) if self.config.process.start_method == "forkserver" else None
+        environ = dict(os.environ) if method == "forkserver" else None
         children = []
         try:
             for spec, payload in zip(specs, payloads):
                 parent_end, child_end = ctx.Pipe(duplex=True)
                 proc = ctx.Process(target=child_main, args=(spec.index, payload, child_end, environ),
                                    name=f"elastream-proc-{spec.index}", daemon=True)
-                proc.start()
-                child_end.close()
+                try:
+                    proc.start()
+                finally:
+                    child_end.close()
                 children.append(_Child(spec, proc, parent_end))
         except BaseException:
             self._children = children
             raise
         return children
 
-    def _kill_children(self) -> None:
+    def _end_children(self, kill: bool = False) -> None:
+        """Join every worker (killing them first after a failed start) and close their pipes."""
         for c in self._children:
-            c.process.kill()
-            c.process.join(1.0)
+            if kill:
+                c.process.kill()
+            c.join(0.5 if c.final is not None else 0.0)
+            c.conn.close()
+        forkserver.release_fork_server(self)
 
     # -- supervisor thread -------------------------------------------------------------------
     def _supervise(self) -> None:
@@ -183,6 +219,7 @@ class ProcessRunHandle:
         finally:
             self._reap()
             self._unlink_rings()
+            self._replies.abandon(None, "the run has ended")
             self._done.set()
 
     def _watch(self) -> None:
@@ -199,14 +236,8 @@ class ProcessRunHandle:
                 child = live.get(ready)
                 if child is not None:
                     self._drain(child, live)
-                    continue
-                child = sentinels.pop(ready, None)
-                if child is not None:
-                    self._drain(child, live)
-                    live.pop(child.conn, None)
-                    if child.final is None:
-                        self._fail(WorkerProcessError(child.spec.index, child.pid or child.process.pid,
-                                                      child.process.exitcode, child.operators))
+                elif ready in sentinels:
+                    self._on_exit(sentinels.pop(ready), live)
             if local_running and local.done:
                 failure = local.collect(timeout=grace)
                 if failure is not None:
@@ -225,28 +256,36 @@ class ProcessRunHandle:
     def _drain(self, child: _Child, live: dict) -> None:
         try:
             while child.conn.poll():
-                self._handle(child, receive(child.conn))
+                message: PartMessage = receive(child.conn)
+                self._handlers[type(message)](child, message)
         except (EOFError, OSError):
             live.pop(child.conn, None)
 
-    def _handle(self, child: _Child, message: tuple) -> None:
-        kind = message[0]
-        if kind == "started":
-            child.pid = message[1]
-        elif kind == "stats":
-            child.stats = message[1]
-        elif kind == "done":
-            child.final = message
-            child.stats = message[2]
-        elif kind == "failed":
-            child.final = message
-            _, operator, etype, text, details, stats = message
-            if stats is not None:
-                child.stats = stats
-            cause = RemoteOperatorError(f"{etype}: {text}")
-            error = OperatorError(operator, cause, details)
-            error.__cause__ = cause
-            self._fail(error)
+    def _on_exit(self, child: _Child, live: dict) -> None:
+        """``child``'s process has ended: read what it sent last; if that was not its end, it died."""
+        self._drain(child, live)
+        live.pop(child.conn, None)
+        if child.final is None:
+            self._replies.abandon(child.index, f"process {child.index} died")
+            self._fail(WorkerProcessError(child.index, child.pid or child.process.pid, child.process.exitcode,
+                                          child.operators))
+
+    def _on_started(self, child: _Child, message: Started) -> None:
+        child.pid = message.pid
+
+    def _on_stats(self, child: _Child, message: Stats) -> None:
+        child.stats = message.stats
+
+    def _on_control_result(self, child: _Child, message: ControlResult) -> None:
+        self._replies.answer(message)
+
+    def _on_final(self, child: _Child, message: Final) -> None:
+        child.final = message
+        if message.stats is not None:
+            child.stats = message.stats
+        self._replies.abandon(child.index, f"process {child.index} has ended")
+        if isinstance(message, Failed):
+            self._fail(remote_error(message))
 
     def _fail(self, error: BaseException) -> None:
         if self._failure is None:
@@ -262,7 +301,7 @@ class ProcessRunHandle:
             self._local.request_shutdown()
         for c in self._children:
             if c.final is None:
-                _send_quietly(c.conn, ("shutdown",))
+                c.send(Shutdown())
 
     def _reap(self) -> None:
         local = self._local
@@ -271,17 +310,7 @@ class ProcessRunHandle:
             local.collect(timeout=self.config.scheduling.shutdown_grace_s + 2.0)
         if local is not None:
             local.close()
-        for c in self._children:
-            c.process.join(0.5 if c.final is not None else 0.0)
-        for c in self._children:
-            if c.process.is_alive():
-                c.process.terminate()
-        for c in self._children:
-            c.process.join(1.0)
-            if c.process.is_alive():
-                c.process.kill()
-                c.process.join(1.0)
-            c.conn.close()
+        self._end_children()
 
     def _unlink_rings(self) -> None:
         for ring in self._rings:
@@ -297,42 +326,59 @@ class ProcessRunHandle:
         self._explicit_shutdown = True
         self._broadcast_shutdown()
 
-    def shutdown(self, timeout: float = 5.0) -> Any:
+    def shutdown(self, timeout: float = 5.0) -> RunResult:
         """Ask every worker process to stop and wait for them."""
         self.request_shutdown()
         return self.wait(timeout)
 
     @property
     def finished(self) -> threading.Event:
-        """Set once every worker process has ended."""
+        """Set once every worker process has ended and been joined."""
         return self._done
 
-    def submit(self, decisions: list[Decision]) -> list[Applied]:
-        """Apply ``decisions``: thread counts go to the named process (0: this one) over its control pipe."""
-        applied = [self._apply(d) for d in decisions]
+    def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """Carry ``decisions`` to the parts that host them, wait for their answers, record them in ``timeline``.
+
+        ``SetThreads`` goes to the process it names (0: this one); ``SetReplicas`` and
+        ``MoveKeyGroups`` to the process of the operator's split. Every decision is sent
+        before any answer is awaited; a worker answers from its control loop within
+        milliseconds (or the decision is recorded as unanswered after
+        :data:`~elastream.processes.control.REPLY_TIMEOUT_S`).
+
+        Example: ``handle.submit([SetThreads(2, process=1)])[0].ok`` is True once process 1 runs 2 threads.
+        """
+        at = perf_counter() - self._started
+        pending = [self._dispatch(d) for d in decisions]
+        applied = []
+        for decision, sent in zip(decisions, pending):
+            result = sent if isinstance(sent, ControlResult) else self._replies.wait(sent)
+            applied.append(Applied(decision, at, result.ok, result.why))
         self.timeline.extend(applied)
         return applied
 
-    def _apply(self, decision: Decision) -> Applied:
-        at = perf_counter() - self._started
-        if isinstance(decision, SetThreads) and 0 <= decision.process < self.processes:
-            if decision.process == 0 and self._local is not None:
-                self._local.set_threads(decision.threads)
-                return Applied(decision, at, True)
-            child = next((c for c in self._children if c.spec.index == decision.process), None)
-            if child is not None and child.final is None:
-                send(child.conn, ("threads", decision.threads))
-                return Applied(decision, at, True)
-            return Applied(decision, at, False, f"process {decision.process} has ended")
-        return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the processes backend yet")
+    def _dispatch(self, decision: Decision) -> ControlResult | int:
+        """Apply ``decision`` in part 0, or send it to its worker: its answer, or the ticket to wait for."""
+        process = target_process(decision, self.assignment)
+        if isinstance(process, str):
+            return ControlResult(0, False, process)
+        if not 0 <= process < self.processes:
+            return ControlResult(0, False, f"no process {process} in a run of {self.processes}")
+        if process == 0:
+            return self._local.control(decision) if self._local is not None else ControlResult(0, False, "no part 0")
+        child = self._children[process - 1]
+        if child.final is not None or self._done.is_set():
+            return ControlResult(0, False, f"process {process} has ended")
+        ticket = self._replies.expect(process)
+        if not child.send(Control(decision, ticket)) or child.final is not None:
+            # Its end may have been recorded before the ticket existed: nobody else would answer it.
+            self._replies.abandon(process, f"process {process} has ended")
+        return ticket
 
     def set_threads(self, n: int) -> int:
-        """Set the worker-thread count of every worker process."""
-        if self._local is not None:
-            self._local.set_threads(n)
-        for c in self._children:
-            if c.final is None:
-                send(c.conn, ("threads", n))
+        """Set the worker-thread count of every process (through :meth:`submit`); returns ``n``."""
+        if n < 1:
+            raise ValueError("a flow needs at least one worker thread")
+        self.submit([SetThreads(n, process=i, reason="set_threads") for i in range(self.processes)])
         return n
 
     @property
@@ -343,7 +389,7 @@ class ProcessRunHandle:
 
     @property
     def threads(self) -> int:
-        """Worker threads per process."""
+        """Worker threads per process, as the run was started."""
         return self.config.threads
 
     @property
@@ -351,8 +397,8 @@ class ProcessRunHandle:
         """True once every worker process has ended."""
         return self._done.is_set()
 
-    def wait(self, timeout: float | None = None) -> Any:
-        """Block until the run ends; raise the first failure."""
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the run ends; raise the first failure (an OperatorError carries the partial result)."""
         deadline = None if timeout is None else perf_counter() + timeout
         try:
             while not self._done.wait(wait_slice(deadline, WATCH_S)):
@@ -365,179 +411,35 @@ class ProcessRunHandle:
             raise
         return self._finish()
 
-    def _finish(self) -> Any:
-        if self._failure is not None:
-            raise self._failure
+    def _finish(self) -> RunResult:
         if self._result is None:
             outputs: dict[str, Any] = {}
             for final in self._finals():
-                if final is not None and final[0] == "done":
-                    outputs.update({k: v for k, v in final[1].items() if not is_proxy(k)})
+                if final is not None:
+                    outputs.update({k: v for k, v in final.outputs.items() if not is_proxy(k)})
             self._result = RunResult(outputs=outputs, stats=self.stats(), elapsed_s=perf_counter() - self._started,
                                      shutdown=self._explicit_shutdown)
+        if self._failure is not None:
+            if isinstance(self._failure, OperatorError):
+                self._failure.partial = self._result  # what every part had produced, as the threads backend
+            raise self._failure
         return self._result
 
     # -- observation ---------------------------------------------------------------------------
     def stats(self) -> FlowStats:
         """Merged statistics of every worker process (proxies left out)."""
-        local = [self._local.stats()] if self._local is not None else []
-        return merge_stats(local + [c.stats for c in self._children], perf_counter() - self._started,
+        return merge_stats(self.part_stats(), perf_counter() - self._started,
                            self.config.threads * self.processes, self.assignment, self._proxy_targets)
 
-    def _finals(self) -> list[tuple | None]:
+    def part_stats(self) -> list[FlowStats | None]:
+        """The latest statistics of each part, by process index (None: not reported yet)."""
+        local = [self._local.stats()] if self._local is not None else []
+        return local + [c.stats for c in self._children]
+
+    def _finals(self) -> list[Final | None]:
         local = [self._local.final] if self._local is not None else []
         return local + [c.final for c in self._children]
 
     def states(self) -> dict[str, str]:
         """Operator name → last reported state."""
         return {name: op.state for name, op in self.stats().operators.items()}
-
-
-def _send_quietly(conn: Any, message: tuple) -> None:
-    """Send ``message`` unless the worker's end is gone (its sentinel tells the supervisor why)."""
-    try:
-        send(conn, message)
-    except (OSError, ValueError):
-        pass
-
-
-def _fork_server_running() -> bool:
-    """True once this process's fork server runs (then a new preload list has no effect)."""
-    from multiprocessing import forkserver
-
-    return getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None) is not None
-
-
-def _start_fork_server(ctx: Any, preload: list[str], sources: list[str]) -> None:
-    """Start the fork server with ``preload`` imported and ``sources`` compiled, on this process's ``sys.path``.
-
-    Python 3.11's fork server drops the ``sys.path`` it is handed, so a module found only
-    through an entry the main script added (a benchmark's own directory) would not import
-    there; :mod:`elastream.processes.child` takes the path and the files to compile from
-    :data:`FORKSERVER_SETUP_ENV`, set only while the server starts.
-    """
-    from multiprocessing import forkserver
-
-    ctx.set_forkserver_preload(preload)
-    os.environ[FORKSERVER_SETUP_ENV] = json.dumps({"sys_path": sys.path, "compile": sources})
-    try:
-        forkserver.ensure_running()
-    finally:
-        os.environ.pop(FORKSERVER_SETUP_ENV, None)
-
-
-def worker_modules(payloads: list[bytes]) -> set[str]:
-    """Modules a worker imports at its start, of those this process has imported.
-
-    That is what the main script imports (a worker runs the parent's main script again, as
-    ``__mp_main__``, before anything else; the fork server's own ``"__main__"`` preload never
-    gets the script's path on Python 3.11) and what the pickles in ``payloads`` name
-    (unpickling a worker's spec imports them): ~5-15 ms a worker when that is argparse or
-    the flow's own module (no ``.pyc`` is written on the VM: each import compiles).
-    """
-    names = _main_script_modules()
-    for payload in payloads:
-        if len(payload) <= PRELOAD_SCAN_BYTES:
-            names.update(_pickled_modules(payload))
-    return {n for n in names if n in sys.modules and getattr(sys.modules[n], "__spec__", None) is not None}
-
-
-def preloadable_modules(names: set[str]) -> list[str]:
-    """Those of ``names`` the fork server may import for the workers: the standard library's and elastream's.
-
-    A module imported once in the server is inherited by every worker, so one that seeds a
-    random generator or opens a connection at import would hand all of them the same one,
-    where each used to import its own; the others are only compiled there
-    (:func:`precompilable_sources`). Only modules this process has imported are named: the
-    fork server dies on an import that raises anything but ImportError.
-
-    Example: ``preloadable_modules(worker_modules([cloudpickle.dumps(es.ops.Collect())])) == ["elastream.ops.sinks"]``
-    """
-    return sorted(n for n in names if _is_shared_safely(n))
-
-
-def precompilable_sources(names: set[str]) -> list[str]:
-    """Source files of the rest of ``names``: compiled in the fork server, executed by each worker itself."""
-    sources = []
-    for name in sorted(names):
-        path = getattr(sys.modules[name], "__file__", None)
-        if not _is_shared_safely(name) and isinstance(path, str) and path.endswith(".py"):
-            sources.append(path)
-    return sources
-
-
-def _is_shared_safely(name: str) -> bool:
-    """Modules whose import-time state every worker may inherit from the fork server: elastream's, the stdlib's."""
-    top = name.split(".", 1)[0]
-    return top == "elastream" or (top in sys.stdlib_module_names and not top.startswith("_") and top != "builtins")
-
-
-def _main_script_modules() -> set[str]:
-    """Modules the main script's names refer to: modules it imported, and where its imported objects live."""
-    main = sys.modules.get("__main__")
-    if getattr(main, "__file__", None) is None:
-        return set()  # python -c, -m, an interactive session: workers do not re-run a script
-    names = set()
-    for value in list(vars(main).values()):
-        try:
-            name = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
-        except Exception:  # noqa: BLE001 - an object with an odd __getattr__: no hint from it
-            continue
-        if isinstance(name, str):
-            names.add(name)
-    return names
-
-
-def _pickled_modules(payload: bytes) -> set[str]:
-    """Module names of the globals a pickle refers to (GLOBAL, and STACK_GLOBAL after two strings)."""
-    names: set[str] = set()
-    memo: dict[int, Any] = {}
-    last: list[Any] = [None, None]  # the two latest values pushed (strings matter)
-    try:
-        for op, arg, _ in pickletools.genops(payload):
-            code = op.name
-            if code == "GLOBAL":
-                names.add(str(arg).split(" ", 1)[0])
-            elif code == "STACK_GLOBAL":
-                if isinstance(last[0], str):
-                    names.add(last[0])
-            elif code == "MEMOIZE":
-                memo[len(memo)] = last[1]
-                continue
-            elif code in ("FRAME", "PROTO"):
-                continue
-            elif code in ("BINPUT", "LONG_BINPUT", "PUT"):
-                memo[int(arg)] = last[1]
-                continue
-            value = (memo.get(int(arg)) if code in ("BINGET", "LONG_BINGET", "GET")
-                     else arg if isinstance(arg, str) and "UNICODE" in code else None)
-            last = [last[1], value]
-    except Exception:  # noqa: BLE001 - only a hint for the fork server
-        pass
-    return names
-
-
-def merge_stats(parts: list[FlowStats | None], elapsed_s: float, threads: int,
-                assignment: dict[str, int], proxy_targets: dict[str, str]) -> FlowStats:
-    """One FlowStats from the per-process ones.
-
-    Traffic sent to a ring proxy is credited to the real operator behind the
-    ring (``proxy_targets``: sender proxy name → destination operator).
-    """
-    operators: dict[str, OperatorStats] = {}
-    workers = []
-    policy = "?"
-    for i, part in enumerate(parts):
-        if part is None:
-            continue
-        policy = part.policy
-        for name, op in part.operators.items():
-            if is_proxy(name):
-                continue
-            sent = {proxy_targets.get(dst, dst): n for dst, n in op.sent.items()}
-            operators[name] = replace(op, sent=sent)
-        for w in part.workers:
-            workers.append(replace(w, index=len(workers)))
-    ordered = {name: operators[name] for name in assignment if name in operators}
-    return FlowStats(elapsed_s=elapsed_s, threads=threads, policy=policy, operators=ordered,
-                     workers=tuple(workers))

@@ -1,0 +1,112 @@
+"""The control channel: reconfiguration decisions carried to the part that hosts them, and their answers.
+
+The parent's :meth:`~elastream.processes.supervisor.ProcessRunHandle.submit`
+routes each decision to one part (:func:`target_process`): ``SetThreads`` to
+the process it names, ``SetReplicas`` / ``MoveKeyGroups`` to the process that
+hosts the operator's ordered split. A worker applies it at its control loop
+(the local part at once) with :func:`apply_in_part` and answers with a
+:class:`~elastream.processes.messages.ControlResult`; :class:`PendingReplies`
+matches the answers to the waiting callers.
+
+Threading: :func:`apply_in_part` runs in the thread that owns the part's control
+(a worker's main thread, or the caller's thread for the local part).
+:class:`PendingReplies` is called from the callers' threads (``expect`` /
+``wait``) and the supervisor thread (``answer`` / ``abandon``); one lock guards it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from elastream.processes.messages import ControlResult
+from elastream.runtime.decisions import Decision, MoveKeyGroups, SetReplicas, SetThreads
+
+#: How long ``submit`` waits for a worker's answer before recording the decision as unanswered.
+REPLY_TIMEOUT_S = 5.0
+NOT_YET = "needs the elasticity controllers"
+
+
+def target_process(decision: Decision, assignment: Mapping[str, int]) -> int | str:
+    """The process that applies ``decision``, or why none does (a string).
+
+    Example: ``target_process(SetThreads(2, process=1), {}) == 1``
+    """
+    if isinstance(decision, SetThreads):
+        return decision.process
+    if isinstance(decision, (SetReplicas, MoveKeyGroups)):
+        from elastream.processes.replicate import split_name
+
+        split = split_name(decision.operator)
+        if split not in assignment:
+            return f"operator {decision.operator!r} is not replicated in this run"
+        return assignment[split]
+    return f"unknown decision {type(decision).__name__}"
+
+
+def apply_in_part(handle: Any, decision: Decision) -> ControlResult:
+    """Apply ``decision`` to one part's threads handle (the part is process 0 of its own engine).
+
+    The ticket of the answer is 0: the caller sets it.
+    """
+    if isinstance(decision, SetThreads):
+        try:
+            applied = handle.submit([replace(decision, process=0)])[0]
+        except ValueError as error:  # e.g. fewer than one thread
+            return ControlResult(0, False, str(error))
+        return ControlResult(0, applied.ok, applied.why)
+    return ControlResult(0, False, f"{type(decision).__name__} of {decision.operator!r} {NOT_YET}")
+
+
+@dataclass(slots=True)
+class _Waiter:
+    process: int
+    done: threading.Event = field(default_factory=threading.Event)
+    result: ControlResult | None = None
+
+
+class PendingReplies:
+    """Tickets of decisions sent to workers and not answered yet."""
+
+    def __init__(self) -> None:
+        self._tickets = itertools.count(1)
+        self._waiting: dict[int, _Waiter] = {}
+        self._lock = threading.Lock()
+
+    def expect(self, process: int) -> int:
+        """A new ticket for a decision about to be sent to ``process``."""
+        with self._lock:
+            ticket = next(self._tickets)
+            self._waiting[ticket] = _Waiter(process)
+        return ticket
+
+    def answer(self, reply: ControlResult) -> None:
+        """Record a worker's answer (an unknown ticket, e.g. one that timed out, is dropped)."""
+        with self._lock:
+            waiter = self._waiting.get(reply.ticket)
+        if waiter is not None:
+            waiter.result = reply
+            waiter.done.set()
+
+    def abandon(self, process: int | None, why: str) -> None:
+        """Answer every ticket of ``process`` (None: of every process) with ``why`` (it ended before answering)."""
+        with self._lock:
+            waiters = [(t, w) for t, w in self._waiting.items() if process is None or w.process == process]
+        for ticket, waiter in waiters:
+            waiter.result = ControlResult(ticket, False, why)
+            waiter.done.set()
+
+    def wait(self, ticket: int, timeout: float = REPLY_TIMEOUT_S) -> ControlResult:
+        """The answer to ``ticket``, or a failed one after ``timeout`` s; the ticket is forgotten either way."""
+        with self._lock:
+            waiter = self._waiting[ticket]
+        try:
+            if waiter.done.wait(timeout) and waiter.result is not None:
+                return waiter.result
+            return ControlResult(ticket, False, f"process {waiter.process} did not answer within {timeout} s")
+        finally:
+            with self._lock:
+                self._waiting.pop(ticket, None)

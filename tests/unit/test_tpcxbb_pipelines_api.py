@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+import elastream as es
 import elastream.tpcxbb.pipelines as pipelines
 from elastream.tpcxbb.pipelines import markers, q01, q02, q03, q04, q15
 
@@ -49,3 +50,11 @@ def test_markers_pass_through_wrapped_functions_untouched():
     assert key(marker) is markers.Marker and key(3) == 1
     assert end(markers.Marker, 9) == () and end(1, 9) == (1, 9)
     assert markers.without_markers([1, marker, 2]) == [1, 2] and markers.markers_of([1, marker]) == [marker]
+
+
+def test_a_runs_marking_source_wraps_its_own_inner_source():
+    inner = es.ops.FromIterable(range(3))
+    source = markers.MarkingSource(inner, every=2)
+    twin = source.instantiate()
+    assert twin is not source and twin.inner is not inner and type(twin.inner) is type(inner)
+    assert twin.every == 2

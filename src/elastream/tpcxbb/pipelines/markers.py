@@ -17,6 +17,7 @@ wrappers are pure functions, run by whichever worker runs their stage.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from time import perf_counter
@@ -88,6 +89,12 @@ class MarkingSource(es.SourceOperator):
         out.extend(items[start:])
         self._count = len(items) - start
         return out
+
+    def instantiate(self) -> MarkingSource:
+        """A run's copy, wrapping the run's own instance of the inner source (which holds the open file)."""
+        twin = copy.copy(self)
+        twin.inner = self.inner.instantiate()
+        return twin
 
     def close(self) -> None:
         self.inner.close()

@@ -110,13 +110,11 @@ def test_operator_failure_in_a_worker_process_names_the_operator():
     assert info.value.operator == "exploder" or "exploder" in str(info.value)
 
 
-def test_killed_worker_process_fails_the_run_within_five_seconds():
+def test_killed_worker_process_fails_the_run_within_five_seconds(wait_until):
     flow = es.Flow("endless")
     flow.source(lambda: iter(int, 1), name="src").map(lambda x: x, name="m").sink(es.ops.Collect(), name="out")
     handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 1}).start(flow)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not handle.stats().operators.get("out"):
-        time.sleep(0.05)
+    wait_until(lambda: handle.stats().operators.get("out"), timeout=30, what="process 1 reporting")
     victim = handle.worker_pids[1]
     os.kill(victim, signal.SIGKILL)
     t0 = time.monotonic()
@@ -126,12 +124,13 @@ def test_killed_worker_process_fails_the_run_within_five_seconds():
     assert info.value.index == 1 and "out" in info.value.operators
 
 
-def test_shutdown_of_an_endless_multi_process_flow():
+def test_shutdown_of_an_endless_multi_process_flow(wait_until):
     flow = es.Flow("endless")
     flow.source(lambda: iter(int, 1), name="src").map(lambda x: x, name="m").sink(es.ops.Callback(lambda x: None),
                                                                                   name="out")
     handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 1}).start(flow)
-    time.sleep(0.5)
+    wait_until(lambda: handle.stats().operators.get("out") and handle.stats().operators["out"].tuples_in,
+               timeout=30, what="tuples through the ring")
     t0 = time.monotonic()
     result = handle.shutdown(timeout=10)
     assert time.monotonic() - t0 < 5.0
@@ -158,14 +157,18 @@ def test_online_placement_from_a_previous_runs_statistics():
 
 CTRL_C_SCRIPT = r"""
 import sys
+import threading
 import elastream as es
+from elastream.processes.forkserver import fork_server_pid
 
 if __name__ == "__main__":  # worker processes are spawned: they re-import this file
+    flowing = threading.Event()
     flow = es.Flow("endless")
     flow.source(lambda: iter(int, 1), name="src").map(lambda x: x, name="m").sink(
-        es.ops.Callback(lambda x: None), name="out")
-    handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 1}).start(flow)
-    print("pids", *handle.worker_pids, flush=True)
+        es.ops.Callback(lambda x: flowing.set()), name="out")
+    handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 0}).start(flow)
+    assert flowing.wait(30), "no tuple came back through the rings"
+    print("pids", *handle.worker_pids, fork_server_pid(), flush=True)
     try:
         handle.wait()
     except KeyboardInterrupt:
@@ -183,18 +186,15 @@ def test_ctrl_c_stops_every_process_and_unlinks_the_rings(tmp_path):
     script = tmp_path / "endless.py"
     script.write_text(CTRL_C_SCRIPT)
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
+    line = proc.stdout.readline()  # printed once tuples have gone through both rings
     assert line.startswith("pids"), line
-    pids = [int(p) for p in line.split()[1:]]
-    time.sleep(1.0)  # let tuples flow through the ring
+    pids = [int(p) for p in line.split()[1:]]  # part 0 (the script), part 1, the fork server
+    helpers = [psutil.Process(p) for p in pids[1:]]
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 130 and "interrupted" in out
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
-                                              for p in pids):
-        time.sleep(0.05)
-    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != "zombie" for p in pids)
+    _, alive = psutil.wait_procs(helpers, timeout=5)  # the worker and the fork server (stopped at exit)
+    assert alive == []
 
 
 def test_a_ring_that_cannot_be_created_ends_the_workers_booting_meanwhile(monkeypatch):

@@ -103,7 +103,7 @@ class _Run:
         if msg[0] >= 0:
             self.to_merge[r].append(replica.run_piece(msg))
         elif msg[0] == -3:  # EXPORT_SEQ
-            self.to_merge[r].append(replica.export_partition(msg[1], msg[2]))
+            self.to_merge[r].append(replica.export_partition(msg[1]))
         else:
             replica.import_partition(msg[2])
         return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from array import array
 
@@ -28,6 +29,12 @@ def pipeline(op_builder, n: int = N) -> es.Flow:
 
 def sequential(op_builder, n: int = N) -> list:
     return run_with_deadline(pipeline(op_builder, n), threads=1).outputs["out"]
+
+
+def run_live(flow: es.Flow, **runner_kw):
+    """Run ``flow``; return its result and the run's handle (whose ``operator(name)`` is the live instance)."""
+    handle = es.Runner(**runner_kw).start(flow)
+    return handle.wait(30.0), handle
 
 
 STATELESS = {
@@ -67,16 +74,17 @@ def test_partitioned_state_stays_whole_per_key():
 
 
 class SwitchReplicas(es.FunctionOperator):
-    """Pass-through that tells the split to change its active replicas when given tuples pass."""
+    """Pass-through that tells the run's split to change its active replicas when given tuples pass."""
 
-    def __init__(self, split: OrderedSplit, at: dict[int, list[int]]):
+    def __init__(self, live: dict, at: dict[int, list[int]]):
         super().__init__()
-        self.split, self.at = split, at
+        self.live, self.at = live, at
 
     def on_batch(self, items, port):
         for _, i in items:
             if i in self.at:
-                self.split.set_active(self.at[i])
+                self.live["ready"].wait(10.0)  # the test hands over the run's split right after start
+                self.live["split"].set_active(self.at[i])
         return items
 
 
@@ -84,19 +92,22 @@ def test_replicas_join_and_leave_while_running_keep_order():
     build = STATELESS["selectivity >1"]
     expected = sequential(build, 20_000)
     flow = replicate_flow(pipeline(build, 20_000), {"x": 3}, chunk=32)
-    split = flow[split_name("x")].operator
-    split.set_active([0, 1])
+    flow[split_name("x")].operator.set_active([0, 1])   # the run's split starts from the flow's request
     rebuilt = es.Flow("switching")
     for name, handle in flow.operators.items():
         rebuilt.add(handle.operator, name=name)
-    switch = rebuilt.add(SwitchReplicas(split, {6_000: [0, 1, 2], 12_000: [1, 2]}), name="switch")
+    live = {"ready": threading.Event()}
+    switch = rebuilt.add(SwitchReplicas(live, {6_000: [0, 1, 2], 12_000: [1, 2]}), name="switch")
     for c in flow.connections:
         if c.dst == split_name("x"):
             rebuilt.connect(rebuilt[c.src].out(c.src_port), switch.in_(0))
             rebuilt.connect(switch.out(0), rebuilt[c.dst].in_(0))
         else:
             rebuilt.connect(rebuilt[c.src].out(c.src_port), rebuilt[c.dst].in_(c.dst_port))
-    result = run_with_deadline(rebuilt, threads=2, max_queue_size=16, batch_size=32)
+    handle = es.Runner(threads=2, max_queue_size=16, batch_size=32).start(rebuilt)
+    live["split"] = split = handle.operator(split_name("x"))
+    live["ready"].set()
+    result = handle.wait(30.0)
     assert result.outputs["out"] == expected
     per_replica = {r: result.stats.operators[replica_name("x", r)].tuples_in for r in range(3)}
     assert all(n > 0 for n in per_replica.values()), per_replica  # replica 2 joined and got work
@@ -189,14 +200,15 @@ def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
 
 @pytest.mark.parametrize("build, count, match", [
     (lambda s: s.process(lambda st, e: (st, [e]), state=int, name="x"), 2, "cannot be replicated"),
-    (lambda s: s.key_by(lambda e: e[0]).reduce(lambda a, e: e, name="x"), 2, "at most 1"),
+    (lambda s: s.key_by(lambda e: e[0]).reduce(lambda a, e: e, name="x"), 129, "at most 128"),
+    (lambda s: s.key_by(lambda e: e[0], partitions=4).reduce(lambda a, e: e, name="x"), 5, "at most 4"),
     (lambda s: s.map(lambda e: e, name="x"), 0, ">= 1"),
 ])
 def test_unreplicable_requests_fail_at_build_time_naming_the_operator(build, count, match):
     with pytest.raises(es.FlowValidationError, match=match) as info:
         replicate_flow(pipeline(build), {"x": count})
     assert info.value.operator == "x"
-    with pytest.raises(es.FlowValidationError, match="not in flow"):
+    with pytest.raises(es.FlowValidationError, match="'nope', which is not in flow 'sm'"):
         replicate_flow(pipeline(build), {"nope": 2})
 
 
@@ -222,14 +234,47 @@ def test_placement_names_replicas_and_expansion_places_split_and_merge_by_neighb
     flow = pipeline(STATELESS["selectivity 1"])
     plan = replicated_placement(flow, 2, {"x": 2}, placement={"src": 1, "x": 1, "out": 0})
     assert plan == {"src": 1, "x": 1, "out": 0, "x#0": 1, "x#1": 0}
-    rewritten, full = expand_assignment(flow, plan, 2)
+    rewritten, full = expand_assignment(flow, plan, 2, {"x": 2})
     assert full == {"src": 1, split_name("x"): 1, merge_name("x"): 0, "x#0": 1, "x#1": 0, "out": 0}
     assert set(rewritten.operators) == set(full)
+    assert expand_assignment(flow, {"src": 1, "x": 1, "out": 0}, 2, {"x": 2})[1] == full  # the same, unpinned
     assert parse_replica_name("x#12") == ("x", 12) and parse_replica_name("x#split") is None
-    with pytest.raises(es.FlowValidationError, match="0..k-1"):
-        expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#1": 1}, 2)
     unchanged, same = expand_assignment(flow, {"src": 0, "x": 1, "out": 0}, 2)
     assert unchanged is flow and same == {"src": 0, "x": 1, "out": 0}
+
+
+@pytest.mark.parametrize("pinned", ["x#0", "x#split", "x#merge"])
+def test_a_placement_pins_only_replicas_that_replicas_asks_for(pinned):
+    flow = pipeline(STATELESS["selectivity 1"])
+    with pytest.raises(es.FlowValidationError, match=r"pass replicas=\{'x': k\}") as info:
+        expand_assignment(flow, {"src": 0, "x": 0, "out": 0, pinned: 1}, 2)
+    assert info.value.operator == "x"
+    with pytest.raises(es.FlowValidationError, match="asks for 2 replicas"):
+        expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#2": 1}, 2, {"x": 2})
+    with pytest.raises(es.FlowValidationError, match="pass replicas="):
+        es.Runner(processes=2, placement={"src": 0, "x": 0, "out": 0, pinned: 1}).run(flow)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_replicas_naming_an_unknown_operator_fail_naming_it_and_the_flow(processes):
+    with pytest.raises(es.FlowValidationError, match="'nope', which is not in flow 'sm'") as info:
+        es.Runner(processes=processes, replicas={"nope": 2}).run(pipeline(STATELESS["selectivity 1"]))
+    assert info.value.operator == "nope"
+
+
+def test_each_replica_runs_its_own_instance_and_keys_spread_over_the_default_key_groups():
+    build = lambda s: s.key_by(lambda e: e[0]).reduce(lambda a, e: (a[0], a[1] + e[1]), name="x")
+    flow = replicate_flow(pipeline(build), {"x": 2})
+    assert flow[split_name("x")].operator.partitions == 128          # the reduce's key groups
+    inners = [flow[replica_name("x", r)].operator.inner for r in (0, 1)]
+    assert inners[0] is not inners[1]
+    result, handle = run_live(flow, threads=2)
+    assert result.outputs["out"] == sequential(build)
+    live = [handle.operator(replica_name("x", r)).inner for r in (0, 1)]
+    assert all(live[r] is not inners[r] for r in (0, 1))              # the run's instances, not the flow's
+    keys = [set(inner.acc) for inner in live]
+    assert keys[0] and keys[1] and not keys[0] & keys[1]              # both replicas got keys, none shared
+    assert keys[0] | keys[1] == set(range(23))
 
 
 def test_automatic_rule_replicates_the_dominant_operator():
@@ -282,8 +327,8 @@ def test_partitions_move_with_their_state_away_from_a_slow_replica():
     flow = replicate_flow(pipeline(build, 12_000), {"x": 2}, chunk=32)
     flow[replica_name("x", 0)].operator.inner.step = _sleepy_count(0.0005)   # replica 0 is 10x slower
     flow[replica_name("x", 1)].operator.inner.step = _sleepy_count(0.00005)
-    split = flow[split_name("x")].operator
-    result = run_with_deadline(flow, threads=3)
+    result, handle = run_live(flow, threads=3)
+    split = handle.operator(split_name("x"))
     assert result.outputs["out"] == expected          # running counts per key intact: the state moved along
     assert split.moves_done >= 2
     assert sum(1 for r in split.table if r == 1) > 8  # most partitions now live on the fast replica
@@ -428,7 +473,7 @@ def test_keyed_split_holds_back_only_the_pieces_of_a_replica_whose_backlog_is_fu
     for seq in range(3):
         for r, piece in split._route_by_key(seq, [0, 1, 2, 3]):
             split._enqueue(r, piece, len(piece[3]))
-    split._enqueue(0, (EXPORT_SEQ, 0, [0, 2]), 0)       # a control message queues behind the pieces
+    split._enqueue(0, (EXPORT_SEQ, 0), 0)               # a control message queues behind the pieces
     _finish(split._flush(outs))
     assert [p[0] for p in outs[1].items] == [0, 1, 2]   # the free replica got every piece, in order
     assert outs[0].items == [] and split.queued() == 6
@@ -445,9 +490,9 @@ def test_keyed_replicas_with_a_slow_one_keep_order_and_state():
     flow = replicate_flow(pipeline(build, 3_000), {"x": 2}, chunk=16)
     flow[replica_name("x", 0)].operator.inner.step = _sleepy_count(0.0003)
     flow[replica_name("x", 1)].operator.inner.step = _sleepy_count(0.00002)
-    result = run_with_deadline(flow, threads=3)
+    result, handle = run_live(flow, threads=3)
     assert result.outputs["out"] == expected
-    assert flow[split_name("x")].operator.queued() == 0
+    assert handle.operator(split_name("x")).queued() == 0
 
 
 def test_a_linked_split_buffers_two_whole_batches_and_the_merge_a_whole_release_whatever_the_queue_size():
@@ -473,7 +518,7 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
     flow = es.Flow("placed")
     flow.source(range(10), name="src").key_by(lambda e: e, partitions=4).reduce(lambda a, e: a + e, name="x") \
         .sink(es.ops.Collect(), name="out")
-    rewritten, _ = expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#0": 0, "x#1": 1}, 2)
+    rewritten, _ = expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#0": 0, "x#1": 1}, 2, {"x": 2})
     link = rewritten[split_name("x")].operator.link
     assert link is rewritten[merge_name("x")].operator.link   # split and merge share process 0, and replica 0
     link.done, link.busy_s = [1000, 1000], [0.01, 0.01]

@@ -30,7 +30,7 @@ def start_on_threads(flow: Flow, config: RunConfig) -> RunHandle:
         raise ValueError("replicas='auto' spreads replicas over worker processes: ask for processes=2 or more, "
                          "or name counts with replicas={operator: count}")
     if config.replicas:
-        from elastream.processes.replicate import replicate_flow
+        from elastream.ordered.replicate import replicate_flow
 
         flow = replicate_flow(flow, dict(config.replicas), reorder=config.ordering.reorder,  # type: ignore[arg-type]
                               window_s=config.ordering.replica_window_s)

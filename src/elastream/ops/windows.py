@@ -289,8 +289,6 @@ class WindowAggregate(KeyedProcess):
     counts each user's tuples per minute.
     """
 
-    keyed_state_attribute = "states"
-
     def __init__(self, key: Callable[[Any], Any], windows: Windows, time: Callable[[Any], float],
                  fn: Callable[[Any, Any], Any], initial: Callable[[], Any] | None = None, partitions: int = 1,
                  strategy: str = "hash", late: str = "drop", emit: str = "final", lateness: float = 0.0):

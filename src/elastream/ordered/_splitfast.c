@@ -1,26 +1,102 @@
-/* The keyed split's per-tuple loop in C (elastream.ordered.split_merge, C-Stream §4.2).
+/* The keyed split's per-tuple loop in C (elastream.ordered.routing, C-Stream §4.2).
  *
  * cut(items, key, table, partitions, replicas, load, seen, keys) -> (pieces, offsets, held)
  *
- * Tuple x at position j goes to partition p = hash(key(x)) mod partitions (Python's
- * modulo: never negative) and to replica table[p]: appended to pieces[r], j to
+ * Tuple x at position j goes to partition (key group) p = stable_hash(key(x)) mod partitions
+ * (Python's modulo: never negative) and to replica table[p]: appended to pieces[r], j to
  * offsets[r]. A partition whose table entry is negative is moving: its tuples go to
  * held[p] = (offsets, [tuples]) instead. Offsets are array('i') objects: no int object
  * per tuple, and they cross processes as one block of bytes. With ``load`` (a list of ints), each
  * partition's count of tuples is added to it; with ``seen`` (a dict used as an ordered
- * set) and ``keys`` (one list per partition), a key not yet in ``seen`` is added to it
- * and to keys[p]. split_merge.cut_by_key_python is the same loop in Python, run when the
+ * set) and ``keys`` (None, or one list per partition), a key not yet in ``seen`` is added to it
+ * and to keys[p]. routing.cut_by_key_python is the same loop in Python, run when the
  * extension is not built; both must give the same result (tests/unit/test_split_merge.py).
+ *
+ * The hash is elastream.operators.keygroups.stable_hash, so that the split and the replicas'
+ * export_state agree on a key's group in every process: an exact int hashes as Python's hash, an
+ * exact str as the CRC-32 (IEEE, as zlib.crc32) of its UTF-8 bytes, exact bytes as their CRC-32;
+ * anything else (and a str that UTF-8 cannot encode: lone surrogates) goes to the Python function.
  *
  * place(slots, offsets, outputs) -> None
  *
  * The merge's reassembly of one piece: slots[offsets[i]] = outputs[i] for every i
- * (offsets an array('i') or a list of ints; split_merge.place_python is the same).
+ * (offsets an array('i') or a list of ints; routing.place_python is the same).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
+#include <stdint.h>
 #include <string.h>
+
+/* CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320): the byte-at-a-time table, filled at import. */
+static uint32_t crc_table[256];
+
+static void fill_crc_table(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int bit = 0; bit < 8; bit++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[n] = c;
+    }
+}
+
+static uint32_t crc32_of(const unsigned char *data, Py_ssize_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (Py_ssize_t i = 0; i < n; i++)
+        c = crc_table[(c ^ data[i]) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* keygroups.stable_hash, imported on first use (for keys that are not exact int, str or bytes). */
+static PyObject *python_stable_hash = NULL;
+
+static int hash_in_python(PyObject *k, long long *out)
+{
+    if (python_stable_hash == NULL) {
+        PyObject *module = PyImport_ImportModule("elastream.operators.keygroups");
+        if (module == NULL)
+            return -1;
+        python_stable_hash = PyObject_GetAttrString(module, "stable_hash");
+        Py_DECREF(module);
+        if (python_stable_hash == NULL)
+            return -1;
+    }
+    PyObject *h = PyObject_CallOneArg(python_stable_hash, k);
+    if (h == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(h);
+    Py_DECREF(h);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* stable_hash(k) (elastream.operators.keygroups): the same in every process and run. */
+static int stable_hash(PyObject *k, long long *out)
+{
+    if (PyLong_CheckExact(k)) {
+        Py_hash_t h = PyObject_Hash(k);
+        *out = (long long)h;
+        return (h == -1 && PyErr_Occurred()) ? -1 : 0;
+    }
+    if (PyUnicode_CheckExact(k)) {
+        Py_ssize_t n;
+        const char *utf8 = PyUnicode_AsUTF8AndSize(k, &n);
+        if (utf8 == NULL) { /* lone surrogates: the Python function encodes with surrogatepass */
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                return -1;
+            PyErr_Clear();
+            return hash_in_python(k, out);
+        }
+        *out = (long long)crc32_of((const unsigned char *)utf8, n);
+        return 0;
+    }
+    if (PyBytes_CheckExact(k)) {
+        *out = (long long)crc32_of((const unsigned char *)PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k));
+        return 0;
+    }
+    return hash_in_python(k, out);
+}
 
 static int append_new_list(PyObject *outer)
 {
@@ -79,7 +155,7 @@ static int note_new_key(PyObject *seen, PyObject *keys, Py_ssize_t p, PyObject *
         return known < 0 ? -1 : 0;
     if (PyDict_SetItem(seen, k, Py_None) < 0)
         return -1;
-    return PyList_Append(PyList_GET_ITEM(keys, p), k);
+    return keys == Py_None ? 0 : PyList_Append(PyList_GET_ITEM(keys, p), k);
 }
 
 static int add_counts(PyObject *load, const Py_ssize_t *counts, Py_ssize_t partitions)
@@ -107,12 +183,12 @@ static int route_one(PyObject *x, Py_ssize_t j, PyObject *key, const long *table
     PyObject *k = PyObject_CallOneArg(key, x);
     if (k == NULL)
         return -1;
-    Py_hash_t h = PyObject_Hash(k);
-    if (h == -1 && PyErr_Occurred()) {
+    long long h;
+    if (stable_hash(k, &h) < 0) {
         Py_DECREF(k);
         return -1;
     }
-    Py_ssize_t p = (Py_ssize_t)(h % (Py_hash_t)partitions);
+    Py_ssize_t p = (Py_ssize_t)(h % (long long)partitions);
     if (p < 0)
         p += partitions;
     if (seen != Py_None && note_new_key(seen, keys, p, k) < 0) {
@@ -256,11 +332,13 @@ static int check_arguments(PyObject *items, Py_ssize_t partitions, Py_ssize_t re
         PyErr_SetString(PyExc_ValueError, "load must be None or a list with one count per partition");
         return -1;
     }
-    if (seen != Py_None && (!PyDict_Check(seen) || !PyList_Check(keys) || PyList_GET_SIZE(keys) != partitions)) {
-        PyErr_SetString(PyExc_ValueError, "seen must be None or a dict, with keys a list of one list per partition");
+    if (seen != Py_None && (!PyDict_Check(seen) ||
+                            (keys != Py_None && (!PyList_Check(keys) || PyList_GET_SIZE(keys) != partitions)))) {
+        PyErr_SetString(PyExc_ValueError,
+                        "seen must be None or a dict, with keys None or a list of one list per partition");
         return -1;
     }
-    if (seen != Py_None) {
+    if (seen != Py_None && keys != Py_None) {
         for (Py_ssize_t p = 0; p < partitions; p++) {
             if (!PyList_Check(PyList_GET_ITEM(keys, p))) {
                 PyErr_SetString(PyExc_TypeError, "keys must hold one list per partition");
@@ -391,5 +469,6 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_splitfast", "The ke
 
 PyMODINIT_FUNC PyInit__splitfast(void)
 {
+    fill_crc_table();
     return PyModule_Create(&module);
 }

@@ -26,7 +26,7 @@ replica's backlog (tuples sent and not yet finished) and
   static partition table cannot follow that;
 * once the input has ended, moves queued partitions from the replica that
   would finish last to the one that would finish first, while that ends the
-  run sooner (:meth:`~elastream.ordered.split_merge.OrderedSplit._balance_end`):
+  run sooner (:meth:`SplitBalancing._balance_end`):
   the last pieces are not spread by a decision taken a window earlier.
 
 A move of partition ``p`` from replica ``a`` to ``b``:
@@ -36,14 +36,18 @@ A move of partition ``p`` from replica ``a`` to ``b``:
    (held too, ahead of the new ones) and sends ``a`` an export request right
    behind what ``a`` has been sent already — so a move waits for ``a``'s
    window, not for its queue;
-2. ``a``, in stream order, removes ``p``'s keys from its operator's per-key
-   state and returns them through the merge (:func:`keyed_state`);
+2. ``a``, in stream order, removes the state of ``p``'s keys from its operator
+   (``export_state`` of key group ``p``: a keyed split's partitions are the
+   operator's key groups) and returns it through the merge;
 3. the split sends the state to ``b``, then the held tuples; from then on
    ``p`` goes to ``b``.
 
 Output order is unaffected: tuples keep their ``(seq, offset)`` and the merge
 releases batches by serial number (a batch waits for its held part: it is
 whole once the offsets of its pieces add up to its size).
+
+The split's side of all this is :class:`SplitBalancing`, a mix-in of
+:class:`~elastream.ordered.split.OrderedSplit`.
 
 Threading model: the split and the merge each run in one worker thread at a
 time; they only exchange plain counters (single-writer list slots) and a dict
@@ -53,9 +57,14 @@ GIL makes safe without locks.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections import deque
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
+from time import perf_counter
 from typing import Any
+
+from elastream.ordered.routing import cut_by_key
+from elastream.ordered.wire import EXPORT_SEQ, IMPORT_SEQ, in_batch
 
 #: Seconds of replica work the split lets each replica have in hand: enough to bridge the time until
 #: the split runs again and its pieces arrive (a replica in another process), or just until the split
@@ -98,6 +107,12 @@ RESUME = 0.5
 #: took the function's replicas from 0.9245 to 0.9415 of both cores (idle 0.074 -> 0.037 s per run).
 HOLD = 0.5
 QUEUE_CAP = 2.0
+#: How often (seconds) a split with a link samples its replicas' throughput, and decides on moves.
+CHECK_S = 0.01
+DECIDE_S = 0.2
+#: Once the input has ended, the split looks for moves every CHECK_S, or END_RECHECK_S after it found none
+#: worth making (each look counts the tuples in a queue by partition).
+END_RECHECK_S = 0.05
 
 
 class SplitMergeLink:
@@ -254,29 +269,156 @@ def choose_moves(rates: list[float | None], table: list[int], load: list[int]) -
     return moves
 
 
-def _state_attribute(op: Any) -> str | None:
-    """Name of the attribute holding ``op``'s per-key state dict, if known."""
-    from elastream.ops.keyed import KeyedProcess, KeyedReduce
+class SplitBalancing:
+    """The balancing half of a keyed :class:`~elastream.ordered.split.OrderedSplit` with a link: partition moves.
 
-    declared = getattr(op, "keyed_state_attribute", None)
-    if declared is not None:
-        return str(declared)
-    return {KeyedProcess: "states", KeyedReduce: "acc"}.get(type(op))
-
-
-def keyed_state(op: Any) -> dict | None:
-    """The dict of per-key state of a partitioned operator, or None if it keeps none we know of.
-
-    ``KeyedProcess`` (``states``) and ``KeyedReduce`` (``acc``) are known;
-    another operator opts in by naming its dict attribute in
-    ``keyed_state_attribute``. Only operators with a known state can have
-    partitions moved between replicas.
+    A mix-in: the split owns every attribute below and calls :meth:`_balance`
+    while its input runs, :meth:`_balance_end` once it has ended, and
+    :meth:`_deliver_states` whenever it may send. Runs in the split's worker only.
     """
-    name = _state_attribute(op)
-    state = getattr(op, name, None) if name is not None else None
-    return state if isinstance(state, dict) else None
 
+    link: SplitMergeLink | None
+    key: Callable[[Any], Any] | None
+    partitions: int
+    table: list[int]
+    moves_done: int
+    _moves: dict[int, Move]
+    _load: list[int]
+    _meter: RateMeter
+    _queues: list[deque] | None
+    _queued: list[int]
+    _direction: tuple[int, int] | None
+    _next_check: float
+    _next_decision: float
 
-def supports_moves(op: Any) -> bool:
-    """True when partitions of ``op`` can move between replicas (its per-key state is reachable)."""
-    return _state_attribute(op) is not None
+    def _enqueue(self, r: int, msg: tuple, tuples: int) -> None:
+        raise NotImplementedError
+
+    async def _flush(self, outs: list) -> None:
+        raise NotImplementedError
+
+    async def _deliver_states(self, outs: list) -> None:
+        """Send each key group's state that came back through the merge to its target, then its held tuples."""
+        states = self.link.states  # type: ignore[union-attr]
+        for p in [p for p in self._moves if p in states]:
+            move = self._moves.pop(p)
+            self._enqueue(move.target, (IMPORT_SEQ, p, states.pop(p)), 0)
+            for piece in move.held:
+                self._enqueue(move.target, piece, len(piece[3]))
+            self.table[p] = move.target
+            self.moves_done += 1
+            if not self._moves:  # the load shares the moves set up show from the next period on
+                self._next_decision = perf_counter() + DECIDE_S
+
+    async def _balance(self, outs: list) -> None:
+        """Sample the replicas' progress every CHECK_S; every DECIDE_S, start the moves their rates call for.
+
+        No decision while a move is still on its way (its tuples are held), nor
+        on an imbalance seen only once (one period's rates may be a burst).
+        """
+        now = perf_counter()
+        if now < self._next_check:
+            return
+        self._next_check = now + CHECK_S
+        link = self.link
+        if not all(link.done):  # type: ignore[union-attr]
+            # A replica still starting (its process booting) has no rate yet: judge only once all run.
+            self._next_decision = now + DECIDE_S
+            return
+        windows = link.windows()  # type: ignore[union-attr]
+        in_hand = [b >= BUSY * w for b, w in zip(link.backlog(), windows)]  # type: ignore[union-attr]
+        self._meter.observe(now, link.done, in_hand, link.busy_s)  # type: ignore[union-attr]
+        if now < self._next_decision or self._moves:
+            return
+        self._next_decision = now + DECIDE_S
+        moves = choose_moves(self._meter.update(), self.table, self._load)
+        self._load = [n // 2 for n in self._load]  # recent load: older tuples count less at every decision
+        direction = (moves[0][1], moves[0][2]) if moves else None
+        moves, self._direction = (moves if direction is not None and direction == self._direction else []), direction
+        if moves:
+            self._start_moves(moves)
+            await self._flush(outs)
+
+    def _balance_end(self) -> None:
+        """Once the input has ended: move queued partitions from the replica that would finish last to the
+        one that would finish first, while that brings the end of the run closer.
+
+        Each replica's finish is its backlog and queue at its measured rate. A moved partition's tuples
+        reach the target only after the source has done what it was sent (the export waits for it), so
+        a move counts from then on; each partition moves only if the later of the two finishes gets earlier.
+        """
+        now = perf_counter()
+        measured = self._meter.rates
+        if now < self._next_check or any(r is None or r <= 0 for r in measured):
+            return
+        self._next_check = now + CHECK_S
+        rates = [float(r) for r in measured]  # type: ignore[arg-type]
+        backlog = self.link.backlog()  # type: ignore[union-attr]
+        finish = [(b + q) / r for b, q, r in zip(backlog, self._queued, rates)]
+        source = max(range(len(finish)), key=finish.__getitem__)
+        target = min(range(len(finish)), key=finish.__getitem__)
+        if finish[source] - finish[target] < CHECK_S or not self._queued[source]:
+            return
+        queued = self._queued_by_partition(source)
+        rs, rt = rates[source], rates[target]
+        fs, ft = finish[source], max(finish[target], backlog[source] / rs)
+        moves = []
+        for p in sorted((p for p, n in enumerate(queued) if n), key=lambda p: -queued[p]):
+            n = queued[p]
+            if max(fs - n / rs, ft + n / rt) < max(fs, ft):
+                moves.append((p, source, target))
+                fs, ft = fs - n / rs, ft + n / rt
+        if moves:
+            self._start_moves(moves)
+        else:  # the queue was counted for nothing: look again later
+            self._next_check = now + END_RECHECK_S
+
+    def _queued_by_partition(self, replica: int) -> list[int]:
+        """Tuples per partition in ``replica``'s queue."""
+        counts = [0] * self.partitions
+        one_replica = [0] * self.partitions  # only the counts matter
+        for msg, _ in self._queues[replica]:  # type: ignore[index]
+            if msg[0] >= 0:
+                cut_by_key(msg[3], self.key, one_replica, self.partitions, 1, counts)  # type: ignore[arg-type]
+        return counts
+
+    def _start_moves(self, moves: list[tuple[int, int, int]]) -> None:
+        """Start moves ``(partition, source, target)`` that all leave one source."""
+        starting = {p: Move(p, source, target) for p, source, target in moves}
+        for p in starting:
+            self.table[p] = -1  # held: this partition's new tuples wait for its state to reach the target
+        self._moves.update(starting)
+        self._take_from_queue(moves[0][1], starting)
+
+    def _take_from_queue(self, source: int, moving: dict[int, Move]) -> None:
+        """For moves out of ``source``: take the moving partitions' tuples out of its queue, to follow
+        their state, and queue their export requests ahead of its data.
+
+        The export then waits only for what ``source`` has been sent already, not for its whole queue
+        (moves take effect sooner, and the split may queue more for a slow replica). It stays behind
+        any import still queued there: a partition that arrived and leaves again must arrive first.
+        The tuples taken out go first into each move's ``held`` pieces, in order, with their batch's
+        serial number, size and offsets: the merge completes a batch from any number of pieces.
+        """
+        table = [-1 if p in moving else 0 for p in range(self.partitions)]
+        queue: deque = deque()
+        controls = 0  # the exports go after the last control message
+        for msg, tuples in self._queues[source]:  # type: ignore[index]
+            if msg[0] < 0:
+                queue.append((msg, tuples))
+                controls = len(queue)
+                continue
+            seq, size, offsets, items = msg
+            kept, local, taken = cut_by_key(items, self.key, table, self.partitions, 1)  # type: ignore[arg-type]
+            if not taken:
+                queue.append((msg, tuples))
+                continue
+            for p, (offs, xs) in taken.items():
+                moving[p].held.append((seq, size, in_batch(offsets, offs), xs))
+            if kept[0]:
+                queue.append(((seq, size, in_batch(offsets, local[0]), kept[0]), len(kept[0])))
+            self._queued[source] -= tuples - len(kept[0])
+        exports = [((EXPORT_SEQ, p), 0) for p in moving]
+        for i, export in enumerate(exports):
+            queue.insert(controls + i, export)
+        self._queues[source] = queue  # type: ignore[index]

@@ -1,197 +1,69 @@
-"""Replicate operators across worker processes: flow rewriting and replica placement (C-Stream §4.2).
+"""Replicate operators across worker processes: replica counts and placement (C-Stream §4.2).
 
 Role
 ----
-Runs in the parent before any worker process starts. A stateless or
-partitioned function operator ``X`` asked to have ``k`` replicas becomes
-``X#split -> X#0 .. X#k-1 -> X#merge`` (see :mod:`elastream.ordered.split_merge`),
-and each replica is placed on its own process, so pure-Python work that holds
+Runs in the parent before any worker process starts. The graph pass itself —
+``X`` becomes ``X#split -> X#0 .. X#k-1 -> X#merge`` — is
+:func:`elastream.ordered.replicate.replicate_flow`; this module decides how
+many replicas (:func:`choose_replicas`, for ``replicas="auto"``) and where the
+new operators run (:func:`expand_assignment`), so pure-Python work that holds
 the GIL runs on several cores while the output keeps the sequential order.
 
 How a user asks for it
 ----------------------
-Replicas are *placement* entries, so this composes with ``Runner(placement=...)``
-(TurboStream places "one task per operator or replica"): a placement dict
-that names ``"X#0"``, ``"X#1"``, … replicates ``X`` with one replica per
-name, on the named processes. :func:`replicated_placement` builds such a
-dict from any base placement, either for explicit counts or by the automatic
-rule of :func:`choose_replicas`::
+One way: ``Runner(replicas={"X": k})``, or ``replicas="auto"`` with
+``processes > 1`` (the operators whose measured or declared cost exceeds one
+process's share)::
 
-    placement = replicated_placement(flow, processes=2, replicas={"sum": 2})
-    es.Runner(processes=2, placement=placement).run(flow)
+    es.Runner(processes=2, replicas={"sum": 2}).run(flow)
 
-    # automatic: the operator that dominates the measured cost gets one replica per process
-    first = es.Runner().run(flow)
-    placement = replicated_placement(flow, processes=2, stats=first.stats)
-
-Optional entries ``"X#split"`` / ``"X#merge"`` place the split and the merge;
-by default the split runs with X's upstream operator and the merge with its
-downstream one, so no extra stream crosses processes. With one process
-(``processes=1``) placement is not used; call :func:`replicate_flow` to run
-the rewritten flow in one process (useful for tests and for elasticity).
+Replica ``r`` of ``X`` goes to process ``(home + r) % processes``, ``home``
+being X's own entry in the placement; the split runs with X's upstream
+operator and the merge with its downstream one. A placement dict may pin
+``"X#r"``, ``"X#split"`` and ``"X#merge"`` of the replicas ``replicas=``
+asks for (:func:`replicated_placement` writes such a dict); naming them
+without ``replicas=`` is refused.
 
 Threading: pure functions of the flow, called from the thread that starts a run.
 """
 
 from __future__ import annotations
 
-import copy
 import math
-import re
-from collections.abc import Collection, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from elastream.errors import FlowValidationError
 from elastream.graph.flow import Flow
-from elastream.operators.base import PARTITIONED, max_parallelism
-from elastream.ordered.rebalance import SplitMergeLink, supports_moves
-from elastream.ordered.split_merge import (DEFAULT_REORDER_CAPACITY, OrderedMerge, OrderedReplica,
-                                           OrderedSplit, replicable_kind)
+from elastream.ordered.replica import replicable_kind
+from elastream.ordered.replicate import (SEP, check_ends_linked, check_replicable, max_replicas, merge_name,
+                                         parse_replica_name, replica_name, replicate_flow, split_name)
 
-SEP = "#"
-_REPLICA = re.compile(r"^(?P<op>.+)#(?P<index>\d+)$")
-
-
-def replica_name(op: str, index: int) -> str:
-    """Name of replica ``index`` of operator ``op``: ``replica_name("sum", 1) == "sum#1"``."""
-    return f"{op}{SEP}{index}"
+__all__ = ["SEP", "check_ends_linked", "check_replicable", "choose_replicas", "expand_assignment", "max_replicas",
+           "merge_name", "parse_replica_name", "replica_name", "replicate_flow", "replicated_placement",
+           "split_name"]
 
 
-def split_name(op: str) -> str:
-    """Name of the split in front of ``op``'s replicas."""
-    return f"{op}{SEP}split"
+def check_pinned(flow: Flow, assignment: Mapping[str, int], counts: Mapping[str, int]) -> None:
+    """Raise FlowValidationError when ``assignment`` pins a replica, split or merge that ``counts`` does not ask for.
 
-
-def merge_name(op: str) -> str:
-    """Name of the ordered merge behind ``op``'s replicas."""
-    return f"{op}{SEP}merge"
-
-
-def parse_replica_name(name: str) -> tuple[str, int] | None:
-    """``("sum", 1)`` for ``"sum#1"``; None for any other name."""
-    m = _REPLICA.match(name)
-    return (m.group("op"), int(m.group("index"))) if m else None
-
-
-def max_replicas(op: Any) -> int:
-    """Most replicas ``op`` may have: its kind's maximum degree of parallelism (ordered-multicore §6).
-
-    Unbounded for stateless operators, the partition count for partitioned ones.
+    Replicas are asked for with ``replicas=`` only; a placement may then say where they go.
     """
-    return max_parallelism(op.kind, getattr(op, "partitions", 1))
-
-
-def check_replicable(flow: Flow, name: str, count: int) -> None:
-    """Raise FlowValidationError unless operator ``name`` of ``flow`` may have ``count`` replicas."""
-    if name not in flow.operators:
-        raise FlowValidationError(f"replicas name operator {name!r}, which is not in flow {flow.name!r}",
-                                  operator=name)
-    op = flow[name].operator
-    kind = replicable_kind(op)
-    if kind is None:
-        raise FlowValidationError(
-            f"operator {name!r} ({type(op).__name__}, kind {op.kind!r}) cannot be replicated: only one-input, "
-            f"one-output stateless or partitioned function operators can", operator=name)
-    if count < 1:
-        raise FlowValidationError(f"operator {name!r}: replica count must be >= 1, got {count}", operator=name)
-    if count > max_replicas(op):
-        hint = " (declare more with key_by(key, partitions=p))" if kind == PARTITIONED else ""
-        raise FlowValidationError(f"operator {name!r} allows at most {max_replicas(op)} parallel instances"
-                                  f"{hint}; {count} replicas asked", operator=name)
-    if getattr(op, "on_end", None) is not None and not hasattr(op, "end_by_key"):
-        raise FlowValidationError(
-            f"operator {name!r} has an on_end hook but cannot report its ends per key (end_by_key): its "
-            f"end-of-stream outputs follow the keys' first-seen order, which its replicas cannot reproduce; "
-            f"run it unreplicated", operator=name)
-
-
-def check_ends_linked(name: str, op: Any, link: SplitMergeLink | None) -> None:
-    """Raise FlowValidationError when ``op`` has an ``on_end`` hook but its split and merge share no link.
-
-    The merge orders the replicas' end-of-stream outputs by the keys' first-seen order, which only the
-    split knows; they share it through the link, that is, in one process.
-    """
-    if getattr(op, "on_end", None) is not None and link is None:
-        raise FlowValidationError(
-            f"operator {name!r} has an on_end hook: its replicas' end-of-stream outputs are put in the keys' "
-            f"first-seen order, which only its split knows; place {split_name(name)!r} and {merge_name(name)!r} "
-            f"in one process", operator=name)
-
-
-def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None = None,
-                   reorder: str = "nonblocking", reorder_capacity: int = DEFAULT_REORDER_CAPACITY,
-                   linked: Collection[str] | None = None,
-                   local: Mapping[str, Collection[int]] | None = None, window_s: float | None = None) -> Flow:
-    """A new flow where each operator named in ``replicas`` runs as split → replicas → ordered merge.
-
-    The original flow is left untouched; every replica gets its own deep copy
-    of the operator. Connections into ``X`` enter ``X#split``, connections out
-    of ``X`` leave ``X#merge``. ``chunk`` fixes the split's batch size (default:
-    about :data:`~elastream.ordered.split_merge.PIECE_S` of replica work per piece once measured, else
-    :data:`~elastream.ordered.split_merge.DEFAULT_CHUNK`). The split and merge of the operators in
-    ``linked`` (default: all) share a :class:`~elastream.ordered.rebalance.SplitMergeLink`
-    — only valid when they will run in the same process — which bounds
-    backlogs and balances the replicas (moving partitions with their state);
-    ``local`` names, per operator, the replicas placed in the split's process
-    (the link gives them a shorter backlog: the split refills them at once); ``window_s`` is the
-    work a remote replica may have in hand (see :class:`~elastream.ordered.rebalance.SplitMergeLink`).
-
-    Example::
-
-        rewritten = replicate_flow(flow, {"sum": 2})
-        sorted(rewritten.operators)   # [..., 'sum#0', 'sum#1', 'sum#merge', 'sum#split', ...]
-    """
-    for name, count in replicas.items():
-        check_replicable(flow, name, count)
-    out = Flow(flow.name)
-    for name, handle in flow.operators.items():
-        if name not in replicas:
-            out.add(handle.operator, name=name)
-            continue
-        op, count = handle.operator, replicas[name]
-        keyed = replicable_kind(op) == PARTITIONED
-        link = (SplitMergeLink(count, local=(local or {}).get(name, ()), window_s=window_s)
-                if linked is None or name in linked else None)
-        check_ends_linked(name, op, link)
-        split = out.add(OrderedSplit(count, key=op.key if keyed else None,  # type: ignore[attr-defined]
-                                     partitions=getattr(op, "partitions", 1) if keyed else 1, chunk=chunk,
-                                     link=link, moves=supports_moves(op),
-                                     track_keys=getattr(op, "on_end", None) is not None),
-                        name=split_name(name))
-        merge = out.add(OrderedMerge(reorder, reorder_capacity, link=link), name=merge_name(name))
-        for r in range(count):
-            replica = out.add(OrderedReplica(_copy(name, op), r), name=replica_name(name, r))
-            out.connect(split.out(r), replica.in_(0))
-            out.connect(replica.out(0), merge.in_(0))
-    for c in flow.connections:
-        src = merge_name(c.src) if c.src in replicas else c.src
-        dst = split_name(c.dst) if c.dst in replicas else c.dst
-        out.connect(out[src].out(c.src_port), out[dst].in_(c.dst_port))
-    return out
-
-
-def _copy(name: str, op: Any) -> Any:
-    try:
-        return copy.deepcopy(op)
-    except Exception as error:  # noqa: BLE001 - reported with the operator's name
-        raise FlowValidationError(f"operator {name!r} cannot be copied for its replicas: {error}",
-                                  operator=name) from error
-
-
-def requested_replicas(flow: Flow, assignment: Mapping[str, int]) -> dict[str, int]:
-    """Replica counts named by an assignment's ``"X#r"`` entries (``r`` must run 0..k-1)."""
-    seen: dict[str, set[int]] = {}
     for key in assignment:
+        if key in flow.operators:
+            continue
         parsed = parse_replica_name(key)
-        if parsed is not None and parsed[0] in flow.operators and key not in flow.operators:
-            seen.setdefault(parsed[0], set()).add(parsed[1])
-    counts = {}
-    for op, indexes in seen.items():
-        if indexes != set(range(len(indexes))):
-            raise FlowValidationError(f"placement names replicas {sorted(indexes)} of operator {op!r}; "
-                                      f"they must be numbered 0..k-1", operator=op)
-        counts[op] = len(indexes)
-    return counts
+        op, index = parsed if parsed is not None else (key.rpartition(SEP)[0], None)
+        if op not in flow.operators or (parsed is None and key not in (split_name(op), merge_name(op))):
+            continue
+        if op not in counts:
+            raise FlowValidationError(
+                f"placement names {key!r} but operator {op!r} of flow {flow.name!r} has no replicas: "
+                f"pass replicas={{{op!r}: k}} to the Runner (the placement only says where they run)", operator=op)
+        if index is not None and index >= counts[op]:
+            raise FlowValidationError(
+                f"placement names {key!r} but replicas= asks for {counts[op]} replicas of {op!r} "
+                f"(numbered 0..{counts[op] - 1})", operator=op)
 
 
 def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
@@ -199,18 +71,20 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
                       stats: Any = None, window_s: float | None = None) -> tuple[Flow, dict[str, int]]:
     """The flow to run and its full assignment, with replicated operators rewritten.
 
-    Replica counts come from ``"X#r"`` entries of ``assignment`` and from
-    ``replicas`` (a dict, or "auto" for :func:`choose_replicas` with
-    ``stats``); replica ``r`` of a count given only there goes to process
+    Replica counts come from ``replicas`` (a dict, or "auto" for
+    :func:`choose_replicas` with ``stats``); ``assignment`` may pin where
+    those replicas (``"X#r"``), splits and merges go, and nothing else of the
+    kind (:func:`check_pinned`). Replica ``r`` not pinned goes to process
     ``(home + r) % processes``, ``home`` being X's own entry. The split goes
     with X's upstream operator and the merge with its downstream one unless
     placed; an operator with ``on_end`` has its merge with its split. Without
-    either, ``flow`` and ``assignment`` come back unchanged. ``window_s``: as for :func:`replicate_flow`.
+    replicas, ``flow`` and ``assignment`` come back unchanged. ``window_s``: as for
+    :func:`~elastream.ordered.replicate.replicate_flow`.
     """
-    counts = requested_replicas(flow, assignment)
-    extra = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas or {})
-    for name, count in extra.items():
-        counts.setdefault(name, count)
+    counts = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas or {})
+    for name, count in counts.items():
+        check_replicable(flow, name, count)
+    check_pinned(flow, assignment, counts)
     if not counts:
         return flow, dict(assignment)
     full = {name: p for name, p in assignment.items() if name not in counts}
@@ -219,7 +93,7 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
         for r in range(count):
             full.setdefault(replica_name(name, r), (home + r) % processes)
         full.setdefault(split_name(name), _neighbour(flow, assignment, name, upstream=True, default=home))
-        if getattr(flow[name].operator, "on_end", None) is not None:
+        if flow[name].operator.spec().on_end is not None:
             full.setdefault(merge_name(name), full[split_name(name)])  # they share the keys' first-seen order
         full.setdefault(merge_name(name), _neighbour(flow, assignment, name, upstream=False, default=home))
     # A split and its merge balance the replicas only when they share a process (they share a link object).
@@ -284,19 +158,21 @@ def choose_replicas(flow: Flow, processes: int, stats: Any = None) -> dict[str, 
 
 def replicated_placement(flow: Flow, processes: int, replicas: Mapping[str, int] | str = "auto",
                          placement: Any = "auto", stats: Any = None) -> dict[str, int]:
-    """A placement dict for ``Runner(processes=..., placement=...)`` that replicates operators.
+    """A placement dict that pins each replica of ``replicas`` to a process, for ``Runner(placement=...)``.
 
+    A helper for plans written out (to edit or print): it does not ask for
+    replicas, ``Runner(replicas=...)`` does, with the same counts.
     ``placement`` is the base plan for the original operators (anything
     ``Runner(placement=...)`` accepts). ``replicas`` maps operator names to
     replica counts, or is "auto" (:func:`choose_replicas`, from ``stats`` when
     given). Replica ``r`` of ``X`` goes to process ``(home + r) % processes``
-    where ``home`` is X's process in the base plan.
+    where ``home`` is X's process in the base plan — where ``replicas=`` alone puts it too.
 
     Example::
 
         plan = replicated_placement(flow, 2, {"sum": 2})
         # {'src': 0, 'sum': 0, 'out': 1, 'sum#0': 0, 'sum#1': 1}
-        es.Runner(processes=2, placement=plan).run(flow)
+        es.Runner(processes=2, placement=plan, replicas={"sum": 2}).run(flow)
     """
     from elastream.placement.choose import resolve_assignment
 

@@ -8,7 +8,7 @@ output is ``(key, running sum)`` per tuple, in input order.
 * ``plain loop`` — the single-core Python loop (a dict of sums, one pass).
 * ``elastream P=1`` — ``key_by(key, partitions=...).reduce(...)`` on one process.
 * ``elastream P=2`` — the same flow with the reduce replicated over two worker
-  processes (``replicated_placement``: ordered split by key hash → one replica
+  processes (``replicas={"sum": P}``: ordered split by key hash → one replica
   per process → ordered merge through the reorder buffer, C-Stream §4.2).
 * ``hand-split 2 processes`` (``--no-hand`` leaves it out) — the machine's
   ceiling for comparison, not a competitor: a pool of two processes each runs
@@ -231,11 +231,13 @@ def run_elastream(data: list[tuple[int, int]], rounds: int, processes: int, args
     engine), ``engine`` the function's busy seconds, the run's efficiency and :func:`engine_losses`."""
     flow = build_flow(data, rounds, args.partitions)
     placement: Any = "auto"
+    replicas = None
     if processes > 1:
         base = {"src": 0, "sum": 0, "out": args.merge_process}
-        placement = replicated_placement(flow, processes, {"sum": processes}, placement=base)
+        replicas = {"sum": processes}
+        placement = replicated_placement(flow, processes, replicas, placement=base)  # written out for the report
         placement["sum#merge"] = args.merge_process
-    runner = es.Runner(processes=processes, placement=placement,
+    runner = es.Runner(processes=processes, placement=placement, replicas=replicas,
                        process_options=es.ProcessConfig(start_method=args.start_method))
     t0 = time.perf_counter()
     result = runner.run(flow, timeout=600)
@@ -538,7 +540,7 @@ def _warm_fork_server(args: argparse.Namespace) -> float:
     tiny = make_data(100, 10, args.seed)
     t0 = time.perf_counter()
     flow = build_flow(tiny, 1, 2)
-    es.Runner(processes=2, placement=replicated_placement(flow, 2, {"sum": 2}), ).run(flow)
+    es.Runner(processes=2, replicas={"sum": 2}).run(flow)
     return time.perf_counter() - t0
 
 

@@ -12,7 +12,6 @@ import pytest
 import elastream as es
 from flow_deadline import run_with_deadline
 from elastream.processes import WorkerProcessError
-from elastream.processes.replicate import replicated_placement
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -39,9 +38,9 @@ def running_count(s):
 
 
 def run_replicated(flow: es.Flow, threads: int = 1, **kw) -> es.RunResult:
-    placement = replicated_placement(flow, 2, {"x": 2}, placement={"src": 0, "pre": 0, "x": 0, "out": 1})
-    assert {placement["x#0"], placement["x#1"]} == {0, 1}
-    return run_with_deadline(flow, timeout=60, processes=2, threads=threads, placement=placement, **kw)
+    """``x`` as two replicas, x#0 on process 0 (its home) and x#1 on process 1."""
+    return run_with_deadline(flow, timeout=60, processes=2, threads=threads, replicas={"x": 2},
+                             placement={"src": 0, "pre": 0, "x": 0, "out": 1}, **kw)
 
 
 @pytest.mark.parametrize("case", sorted(STATELESS))
@@ -72,8 +71,8 @@ def test_killed_replica_process_fails_the_run_within_five_seconds_naming_it():
     flow = es.Flow("endless")
     (flow.source(lambda: iter(int, 1), name="src").map(lambda x: x + 1, name="x")
          .sink(es.ops.Callback(lambda x: None), name="out"))
-    placement = replicated_placement(flow, 2, {"x": 2}, placement={"src": 0, "x": 0, "out": 0})
-    handle = es.Runner(processes=2, placement=placement).start(flow)
+    handle = es.Runner(processes=2, placement={"src": 0, "x": 0, "out": 0}, replicas={"x": 2}).start(flow)
+    assert handle.assignment["x#1"] == 1
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and not (handle.stats().operators.get("x#1") or None):
         time.sleep(0.05)
@@ -89,8 +88,7 @@ def test_shutdown_of_an_endless_replicated_flow_is_clean():
     flow = es.Flow("endless")
     (flow.source(lambda: iter(int, 1), name="src").map(lambda x: x + 1, name="x")
          .sink(es.ops.Callback(lambda x: None), name="out"))
-    placement = replicated_placement(flow, 2, {"x": 2}, placement={"src": 0, "x": 0, "out": 1})
-    handle = es.Runner(processes=2, placement=placement).start(flow)
+    handle = es.Runner(processes=2, placement={"src": 0, "x": 0, "out": 1}, replicas={"x": 2}).start(flow)
     time.sleep(0.5)
     t0 = time.monotonic()
     result = handle.shutdown(timeout=10)
@@ -105,9 +103,9 @@ def test_operator_failure_in_a_replica_names_the_replica():
         return e
 
     flow = pipeline(lambda s: s.map(boom, name="x"))
-    placement = replicated_placement(flow, 2, {"x": 2}, placement={"src": 0, "pre": 0, "x": 0, "out": 0})
+    placement = {"src": 0, "pre": 0, "x": 0, "out": 0}
     with pytest.raises(es.OperatorError, match="bad tuple 15000") as info:
-        es.Runner(processes=2, placement=placement).run(flow, timeout=60)
+        es.Runner(processes=2, placement=placement, replicas={"x": 2}).run(flow, timeout=60)
     assert info.value.operator in ("x#0", "x#1")
 
 
@@ -120,18 +118,18 @@ def test_automatic_rule_from_measured_costs_replicates_the_heavy_operator():
 
     first = run_with_deadline(build(), threads=1)
     flow = build()
-    placement = replicated_placement(flow, 2, "auto", stats=first.stats)
-    assert {placement["heavy#0"], placement["heavy#1"]} == {0, 1}
-    result = run_with_deadline(flow, timeout=60, processes=2, placement=placement)
-    assert result.outputs["out"] == first.outputs["out"]
+    handle = es.Runner(processes=2, placement=first.stats, replicas="auto").start(flow)
+    assert {handle.assignment["heavy#0"], handle.assignment["heavy#1"]} == {0, 1}
+    assert handle.wait(60).outputs["out"] == first.outputs["out"]
 
 
 @pytest.mark.parametrize("window_ms", [None, 20.0])
 def test_the_replica_window_setting_reaches_the_split_and_keeps_the_order(window_ms):
     flow = pipeline(running_count)
     expected = es.Runner().run(pipeline(running_count), timeout=60).outputs["out"]
-    placement = replicated_placement(flow, 2, {"x": 2}, placement={"src": 0, "pre": 0, "x": 0, "out": 0})
-    handle = es.Runner(processes=2, placement=placement, ordering=es.OrderingConfig(replica_window_ms=window_ms)).start(flow)
+    placement = {"src": 0, "pre": 0, "x": 0, "out": 0}
+    handle = es.Runner(processes=2, placement=placement, replicas={"x": 2},
+                       ordering=es.OrderingConfig(replica_window_ms=window_ms)).start(flow)
     link = handle.run_flow["x#split"].operator.link
     assert link.scale == pytest.approx(1.0 if window_ms is None else window_ms / 200.0)
     assert handle.wait(60).outputs["out"] == expected

@@ -144,7 +144,8 @@ def test_threads_partitions_and_processes_give_the_sequential_output(windows, cl
         .window(windows, time=time_of, close=close)).sink(es.ops.Collect(), name="out")
     base = {"src": 0, "out": 0, **({"agg-close": 0} if close == "watermark" else {})}
     placement = replicated_placement(flow, 2, {"agg": 2}, placement=base)
-    assert es.Runner(processes=2, placement=placement).run(flow, timeout=90).outputs["out"] == sequential
+    runner = es.Runner(processes=2, placement=placement, replicas={"agg": 2})
+    assert runner.run(flow, timeout=90).outputs["out"] == sequential
 
 
 def test_bad_arguments_fail_when_the_flow_is_built():

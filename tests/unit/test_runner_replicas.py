@@ -33,3 +33,21 @@ def test_replicas_option_keeps_the_sequential_output(processes):
 def test_replicas_option_is_validated():
     with pytest.raises(ValueError, match="replicas"):
         es.Runner(replicas=3)
+
+
+def test_a_reduce_without_partitions_spreads_its_keys_over_every_replica():
+    """Its 128 default key groups are what the split routes: both replicas get keys, no key meets two."""
+    flow = es.Flow("groups")
+    (flow.source(es.ops.FromIterable([(f"user-{i % 40}", i) for i in range(2000)]), name="src")
+         .key_by(lambda e: e[0]).reduce(lambda a, e: (e[0], a[1] + e[1]), name="sum")
+         .collect(name="out"))
+    expected = run_with_deadline(flow, threads=1).outputs["out"]
+    handle = es.Runner(threads=2, replicas={"sum": 2}).start(flow)
+    assert handle.wait(30.0).outputs["out"] == expected
+    keys = [set(handle.operator(f"sum#{r}").inner.acc) for r in (0, 1)]
+    assert keys[0] and keys[1] and not keys[0] & keys[1] and len(keys[0] | keys[1]) == 40
+
+
+def test_replicas_naming_no_operator_of_the_flow_fail_naming_it():
+    with pytest.raises(es.FlowValidationError, match="'nope', which is not in flow 'replicas'"):
+        es.Runner(replicas={"nope": 2}).run(running_sums())

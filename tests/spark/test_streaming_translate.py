@@ -9,6 +9,8 @@
 * A failing function (a step's, or an on_end hook's in the flushing batch)
   stops the query with an OperatorError naming its operator.
 * Order keys and key bytes (pure functions) sort and group as documented.
+* The translator matches on operator specs: its modules import no operator
+  class from elastream.ops.
 
 Each Spark run feeds a few files, one micro-batch each, to stay quick. The
 step functions live at module level: Spark's workers import this module.
@@ -16,6 +18,7 @@ step functions live at module level: Spark's workers import this module.
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
 from pathlib import Path
 
@@ -294,3 +297,18 @@ def test_equal_keys_group_alike():
     assert key_bytes(("user", "user")) == key_bytes(("user", text))
     assert key_bytes(1) == key_bytes(1.0) == key_bytes(True)
     assert key_bytes((1, "a")) != key_bytes((1, "b"))
+
+
+# -- the translator reads specs, not classes -----------------------------------------------------------------------
+
+TRANSLATOR = ("streaming", "order_keys", "failures", "plan", "layers", "frames", "feeding", "driver", "backend")
+
+
+def test_the_translator_imports_no_operator_class():
+    import elastream.spark.streaming
+
+    folder = Path(elastream.spark.streaming.__file__).parent
+    imported = {(name, node.module) for name in TRANSLATOR
+                for node in ast.walk(ast.parse((folder / f"{name}.py").read_text()))
+                if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("elastream.ops")}
+    assert imported == {("layers", "elastream.ops.arrow_rows")}  # rows_of: Arrow batches as dicts, no operator

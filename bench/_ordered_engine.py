@@ -29,7 +29,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter, process_time
 from typing import Any
@@ -40,7 +40,6 @@ from elastream.bench._ordered_common import (KEY_SPACE, best, check_order, explo
                                              progress)
 from elastream.operators.base import FunctionOperator
 from elastream.ops.keyed import KeyedProcess
-from elastream.runtime.allotment import ParallelFunctionTask
 from elastream.workloads.measure import StampedSource, percentile
 
 ENGINE_SECTIONS = ("engine-light", "engine-pipeline", "engine-skew", "engine-latency", "heuristics")
@@ -219,18 +218,16 @@ def steady_latency(rec: SinkRecord) -> dict[str, float] | None:
             "p99_ms": 1e3 * percentile(window, 99), "max_ms": 1e3 * window[-1]}
 
 
-def _ordered_totals(tasks: Iterable[Any]) -> dict[str, Any]:
+def _ordered_totals(allotted: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """Reorder-buffer counters summed over the operators that ran under dynamic allotment."""
     out = {"contended": 0, "blocked_s": 0.0, "refused": 0, "max_partition_share": None}
-    for t in tasks:
-        if isinstance(t, ParallelFunctionTask):
-            stats = t.statistics()
-            r = stats["reorder"]
-            out["contended"] += r.contended
-            out["blocked_s"] += r.blocked_s
-            out["refused"] += r.refused
-            if "partitioned_input" in stats:
-                out["max_partition_share"] = stats["partitioned_input"].max_partition_share
+    for stats in allotted.values():
+        r = stats["reorder"]
+        out["contended"] += r.contended
+        out["blocked_s"] += r.blocked_s
+        out["refused"] += r.refused
+        if "partitioned_input" in stats:
+            out["max_partition_share"] = stats["partitioned_input"].max_partition_share
     return out
 
 
@@ -258,7 +255,7 @@ def checked_run(flow: es.Flow, expected: Sequence[Any], what: str, *, timeout: f
                            "elapsed_s": result.elapsed_s,
                            "throughput_tuples_per_s": steady_throughput(rec, result.elapsed_s),
                            "cores_used": cpu / wall if wall > 0 else 0.0, "latency": steady_latency(rec),
-                           "verified": True, **_ordered_totals(handle.sched.tasks)}
+                           "verified": True, **_ordered_totals(handle.allotment_statistics())}
     if cost_of is not None:
         op = result.stats.operators[cost_of]
         row["avg_cost_us"] = op.busy_s / op.tuples_in * 1e6 if op.tuples_in else None

@@ -81,7 +81,7 @@ def hop_latency(args: argparse.Namespace) -> dict[str, Any]:
         flow = es.Flow("hops")
         (flow.source(es.ops.RateLimited(range(args.hop_tuples), rate=args.hop_rate, stamp=True), name="src")
              .map(_pass, name="hop").sink(LatencySink(stamp_index=0), name="out"))
-        kw = {} if placement is None else {"processes": 2, "placement": placement, "start_method": "forkserver"}
+        kw = {} if placement is None else {"processes": 2, "placement": placement}
         samples = es.Runner(**kw).run(flow, timeout=120).outputs["out"]
         ages = sorted(samples.latencies_s[args.hop_tuples // 10:])  # past the start
         runs[label] = {"p50_us": 1e6 * percentile(ages, 50), "p99_us": 1e6 * percentile(ages, 99), "n": len(ages)}

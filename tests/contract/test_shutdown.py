@@ -77,7 +77,7 @@ def test_shutdown_with_full_buffers_and_write_blocked_operators(threads, policy_
     assert result.shutdown
     assert engine_threads() == []
     assert set(handle.states().values()) == {"completed"}
-    assert sink_op.taken >= 1
+    assert handle.operator("slow_sink").taken >= 1
 
 
 @pytest.mark.parametrize("threads_n", [1, 2])
@@ -87,9 +87,10 @@ def test_operator_ignoring_shutdown_is_closed_after_grace(threads_n, wait_until)
     s = flow.add(stubborn, name="stubborn")
     s >> flow.add(es.ops.Callback(lambda x: None), name="drop")
     grace = 0.5
-    handle = es.Runner(threads=threads_n, max_queue_size=4, scheduling=es.SchedulingConfig(shutdown_grace_s=grace)).start(flow)
+    handle = es.Runner(threads=threads_n, max_queue_size=4,
+                       scheduling=es.SchedulingConfig(shutdown_grace_s=grace)).start(flow)
     try:
-        wait_until(lambda: stubborn.pushed > 100, what="the stubborn operator to run")
+        wait_until(lambda: handle.operator("stubborn").pushed > 100, what="the stubborn operator to run")
         t0 = time.perf_counter()
         result = handle.shutdown()
         assert time.perf_counter() - t0 < grace + SHUTDOWN_LIMIT_S

@@ -1,5 +1,5 @@
 """Contract: flows terminate when their sources end (C-Stream §3.2.3), under every
-policy and thread count, with the right outputs; ``wait_for_any`` returns OVER
+policy and execution mode, with the right outputs; ``wait_for_any`` returns OVER
 only when no port can ever satisfy it (Algorithm 2).
 """
 
@@ -26,7 +26,7 @@ def negate(x):
     return -x
 
 
-def test_chain_terminates_in_order(policy, threads, run_flow):
+def test_chain_terminates_in_order(policy, execution_mode):
     flow = es.Flow("chain")
     src = flow.add(es.ops.FromIterable(range(N)), name="src")
     m1 = flow.add(es.ops.Map(double), name="m1")
@@ -34,14 +34,14 @@ def test_chain_terminates_in_order(policy, threads, run_flow):
     fm = flow.add(es.ops.FlatMap(lambda x: (x, x + 1)), name="fm")
     sink = flow.add(es.ops.Collect(), name="sink")
     src >> m1 >> f >> fm >> sink
-    result = run_flow(flow, threads=threads, policy=policy, **RUN_KW)
+    result = execution_mode.run(flow, policy=policy, **RUN_KW)
     expected = [y for x in range(N) if (2 * x) % 3 != 0 for y in (2 * x, 2 * x + 1)]
     assert result.outputs["sink"] == expected
     assert all(op.state == "completed" for op in result.stats.operators.values())
 
 
 @pytest.mark.parametrize("join", ["union", "fan_in"])
-def test_diamond_terminates(policy, threads, join, run_flow):
+def test_diamond_terminates(policy, execution_mode, join):
     """One source fanned out to two Maps, joined by Union(2) or by fan-in into one port."""
     flow = es.Flow("diamond")
     src = flow.add(es.ops.FromIterable(range(N)), name="src")
@@ -58,7 +58,7 @@ def test_diamond_terminates(policy, threads, join, run_flow):
     else:
         left >> sink
         right >> sink
-    result = run_flow(flow, threads=threads, policy=policy, **RUN_KW)
+    result = execution_mode.run(flow, policy=policy, **RUN_KW)
     out = result.outputs["sink"]
     assert Counter(out) == Counter([2 * x for x in range(N)] + [-x for x in range(1, N)] + [0])
     # Each branch's own order survives the merge (0 comes from both; drop it).
@@ -66,7 +66,7 @@ def test_diamond_terminates(policy, threads, join, run_flow):
     assert [x for x in out if x < 0] == [-x for x in range(1, N)]
 
 
-def test_tree_terminates(policy, threads, run_flow):
+def test_tree_terminates(policy, execution_mode):
     """A binary tree of depth 3: each node splits its stream by one bit, eight leaf sinks."""
     flow = es.Flow("tree")
     root = flow.add(es.ops.FromIterable(range(N)), name="root")
@@ -82,14 +82,14 @@ def test_tree_terminates(policy, threads, run_flow):
         frontier = nxt
     for leaf, bits in frontier:
         leaf >> flow.add(es.ops.Collect(), name=f"sink{bits}")
-    result = run_flow(flow, threads=threads, policy=policy, **RUN_KW)
+    result = execution_mode.run(flow, policy=policy, **RUN_KW)
     assert len(result.outputs) == 8
     for _, bits in frontier:
         want = [x for x in range(N) if all((x >> d) & 1 == int(b) for d, b in enumerate(bits))]
         assert result.outputs[f"sink{bits}"] == want
 
 
-def test_reverse_tree_terminates(policy, threads, run_flow):
+def test_reverse_tree_terminates(policy, execution_mode):
     """Eight sources of different lengths merged pairwise by Union(2) down to one sink."""
     flow = es.Flow("reverse_tree")
     streams = []
@@ -109,7 +109,7 @@ def test_reverse_tree_terminates(policy, threads, run_flow):
         streams = merged
         level += 1
     streams[0] >> flow.add(es.ops.Collect(), name="sink")
-    result = run_flow(flow, threads=threads, policy=policy, **RUN_KW)
+    result = execution_mode.run(flow, policy=policy, **RUN_KW)
     out = result.outputs["sink"]
     assert Counter(out) == Counter(expected)
     for i in range(8):
@@ -123,15 +123,16 @@ class RecordingMerge(es.Operator):
 
     def __init__(self):
         super().__init__(inputs=2, outputs=1)
-        self.ctx: es.Context | None = None
+        # Shared with the run's instance (a shallow copy), which is the one that opens.
+        self.running: list[es.Context] = []
         self.seen: list[tuple[es.Status, bool, bool, int, int]] = []
 
     def open(self, ctx: es.Context) -> None:
-        self.ctx = ctx
+        self.running.append(ctx)
 
     def in0_exhausted(self) -> bool:
         """True once input 0 is closed and empty (read from the late source's thread)."""
-        return self.ctx is not None and self.ctx.inputs[0].exhausted
+        return bool(self.running) and self.running[-1].inputs[0].exhausted
 
     async def process(self, ctx: es.Context):
         p0, p1 = ctx.inputs
@@ -163,6 +164,8 @@ class GatedSource(es.Operator):
             await ctx.sleep(0.0005)
 
 
+# Thread modes only: the late source reads the merge's live input port, and the test reads the statuses the
+# run's instance recorded, which only a run in this process shares with the flow's object.
 def test_wait_for_any_is_done_until_every_port_closed_and_drained(policy, threads, run_flow):
     merge = RecordingMerge()
     flow = es.Flow("any")

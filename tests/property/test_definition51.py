@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 import elastream as es
 from flow_deadline import run_with_deadline
-from elastream.processes.replicate import replica_name, replicate_flow
+from elastream.ordered.replicate import parse_replica_name, replica_name, replicate_flow
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -162,9 +162,12 @@ def build(spec: tuple[Stage, ...], data: list[tuple[int, int]]) -> es.Flow:
 
 
 def check(spec, data, policy, threads, seed, queue, batch, replicas=None, chunk=256, **runner_kw) -> None:
+    """The flow's output equals the reference; ``replicas`` are rewritten in one process unless ``processes=2``."""
     flow = build(spec, data)
-    if replicas:
+    if replicas and runner_kw.get("processes", 1) == 1:
         flow = replicate_flow(flow, replicas, chunk=chunk)
+    elif replicas:
+        runner_kw["replicas"] = replicas
     result = run_with_deadline(flow, timeout=60, policy=policy, threads=threads, seed=seed,
                                max_queue_size=queue, batch_size=batch, **runner_kw)
     assert result.outputs["out"] == reference(spec, data)
@@ -216,5 +219,10 @@ def placements(draw, spec: tuple[Stage, ...]) -> dict[str, int]:
 def test_two_processes_with_replicas_equal_sequential_execution(data, spec, rows, policy, threads, seed, queue,
                                                                  batch):
     plan = data.draw(placements(spec), label="placement")
-    check(spec, rows, policy, threads, seed, queue, batch, processes=2, placement=plan,
-          start_method="forkserver")
+    counts: dict[str, int] = {}
+    for name in plan:
+        parsed = parse_replica_name(name)
+        if parsed is not None:
+            counts[parsed[0]] = max(counts.get(parsed[0], 0), parsed[1] + 1)
+    check(spec, rows, policy, threads, seed, queue, batch, processes=2, placement=plan, replicas=counts or None,
+          process_options=es.ProcessConfig(start_method="forkserver"))

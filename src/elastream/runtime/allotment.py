@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.spec import Driver, Kind, OperatorSpec
@@ -152,7 +151,7 @@ class ParallelFunctionTask(FunctionTask):
                 return self._no_work()
             if self.sched.shutdown_requested:
                 return COMPLETED if self.workers == 1 else LEAVE
-            if perf_counter() >= deadline:
+            if self.now() >= deadline:
                 return PREEMPT
 
     def _run_partitioned(self, deadline: float, slot: int) -> Outcome:
@@ -167,7 +166,7 @@ class ParallelFunctionTask(FunctionTask):
                 return self._no_work()
             if self.sched.shutdown_requested:
                 return COMPLETED if self.workers == 1 else LEAVE
-            if perf_counter() >= deadline:
+            if self.now() >= deadline:
                 return PREEMPT
 
     def _settle(self) -> Outcome | None:

@@ -169,6 +169,10 @@ class ThreadRunHandle:
                 return t.op
         raise KeyError(f"no operator {name!r} in flow {self.flow.name!r}")
 
+    def allotment_statistics(self) -> dict[str, dict]:
+        """Per operator run by several workers at once (dynamic allotment): its order-keeping counters."""
+        return {t.name: t.statistics() for t in self._tasks if t.shared}
+
     @property
     def done(self) -> bool:
         """True once every operator has completed."""

@@ -74,6 +74,7 @@ class Scheduler:
         self.poller = ExternalPoller(self)
         for t in tasks:
             t.sched = self
+            t.now = self.now  # the tasks' batches and deadlines read the run's clock too
             self.ready[t] = None
 
     # -- worker entry points ---------------------------------------------------

@@ -15,9 +15,9 @@ worker that runs it; other threads read them for statistics.
 
 from __future__ import annotations
 
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+from elastream.runtime.clock import REAL_CLOCK
 from elastream.runtime.states import OperatorState
 from elastream.runtime.traps import COMPLETED, PREEMPT, Outcome, ReadWait, WaitMode, WriteWait
 
@@ -37,6 +37,9 @@ class Task:
     implicit_waits = True
     #: True when several workers may run this task at once (dynamic allotment, see runtime.allotment).
     shared = False
+    #: The run's clock (seconds); the scheduler sets each task's to its own (an injectable clock, see
+    #: runtime.clock), bound once so a batch pays one plain call as with perf_counter.
+    now = staticmethod(REAL_CLOCK.now)
 
     def __init__(self, name: str, op: Operator, index: int, batch_size: int):
         self.name = name
@@ -173,7 +176,7 @@ class Task:
         if sched.shutdown_requested:
             self._force(subs, items, origin)
             return True
-        now = perf_counter()
+        now = self.now()
         last = len(subs) - 1
         size = len(items)
         sent = self.sent
@@ -197,7 +200,7 @@ class Task:
                 self._force((buf,), items, origin)
             self.pending.clear()
             return True
-        now = perf_counter()
+        now = self.now()
         still = []
         for entry in self.pending:
             buf, items, origin = entry
@@ -217,7 +220,7 @@ class Task:
         return tuple(e[0] for e in self.pending)
 
     def _force(self, subs: Any, items: list, origin: float) -> None:
-        now = perf_counter()
+        now = self.now()
         for i, buf in enumerate(subs):
             self.sent[buf] = self.sent.get(buf, 0) + len(items)
             buf.force(items if i == 0 else list(items), origin, now)
@@ -288,7 +291,7 @@ class FunctionTask(Task):
             out = on_batch(items, buf.port)
             if out and not self.emit(0, out, origin):
                 return WriteWait(self.pending_buffers())
-            if perf_counter() >= deadline:
+            if self.now() >= deadline:
                 return PREEMPT
         return COMPLETED
 
@@ -339,7 +342,7 @@ class SourceTask(Task):
         batch = self.batch_size
         while not sched.shutdown_requested:
             items = next_batch(batch)
-            now = perf_counter()
+            now = self.now()
             if items:
                 self.emit(0, items, now)
             if self._side:
@@ -351,6 +354,6 @@ class SourceTask(Task):
                 return WriteWait(self.pending_buffers())
             if items is None:
                 return COMPLETED
-            if not items or perf_counter() >= deadline:
+            if not items or self.now() >= deadline:
                 return PREEMPT
         return COMPLETED

@@ -3,8 +3,15 @@
 * ``no_leaked_threads`` (autouse): a test fails if an ``elastream-*`` thread it
   started is still alive shortly after it ends (STYLE.md "a fixture fails the
   test if anything leaked").
-* ``policy`` / ``threads``: the execution-mode axes of the contract suites —
-  every registered scheduling policy, and 1, 2 and 4 worker threads.
+* ``execution_mode``: every execution mode of :data:`execution_modes.MODES`
+  (1 thread, 4 threads, 2 processes, 2 processes with replicas, Spark), one
+  frozen :class:`execution_modes.ExecutionMode` each, which builds the Runner
+  for a flow and skips the test, with the reason, when it cannot run the flow.
+* ``policy`` / ``threads``: every registered scheduling policy, and 1, 2 and 4
+  worker threads (the axis of tests that read a threads run's live state).
+* ``matrix`` marker: under the heavy execution modes (processes, Spark) only
+  :data:`execution_modes.CI_POLICY` runs by default; every other policy × heavy
+  mode carries ``matrix``, deselected by ``addopts`` (``pytest -m matrix`` runs them).
 * ``run_flow``: run a flow to completion with a deadline; if the deadline
   passes the flow is shut down (so nothing leaks into later tests) and the test
   fails with every operator's scheduling state, which is what a hang needs.
@@ -24,6 +31,7 @@ from collections.abc import Callable
 import pytest
 
 import elastream as es
+from execution_modes import CI_POLICY, MATRIX_MARK, ExecutionMode, mode_params
 from flow_deadline import run_with_deadline
 from ring_segments_check import SHM, created_here, ring_segments
 
@@ -46,6 +54,21 @@ def no_leaked_threads():
     leaked = sorted(t.name for t in _engine_threads() - before)
     if leaked:
         pytest.fail(f"engine threads still alive {JOIN_GRACE_S} s after the test: {leaked}")
+
+
+@pytest.fixture(params=mode_params())
+def execution_mode(request) -> ExecutionMode:
+    """Each execution mode of the contract suites (``execution_modes.MODES``)."""
+    return request.param
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every policy but :data:`CI_POLICY` under a heavy execution mode is part of the ``matrix`` run only."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        mode, policy = params.get("execution_mode"), params.get("policy")
+        if isinstance(mode, ExecutionMode) and mode.heavy and policy is not None and policy != CI_POLICY:
+            item.add_marker(getattr(pytest.mark, MATRIX_MARK))
 
 
 @pytest.fixture(params=es.policies.available())

@@ -1,4 +1,4 @@
-"""Contract: the Barrier of DESIGN.md (C-Stream Listing 2) under every policy and thread count.
+"""Contract: the Barrier of DESIGN.md (C-Stream Listing 2) under every policy and execution mode.
 
 Its output is ``zip`` of its inputs, and with one input far faster than the
 other, back-pressure bounds every input buffer by ``max_queue_size`` plus the
@@ -65,44 +65,51 @@ def barrier_flow(a_op: es.Operator, b_op: es.Operator, *, slow_b_path: bool = Fa
     return flow
 
 
-def assert_buffers_bounded(stats: es.RunResult, max_queue: int) -> None:
+def assert_buffers_bounded(stats: es.FlowStats, max_queue: int) -> None:
+    """Every input port held at most its capacity plus one tuple per producer (C-Stream Algorithm 3).
+
+    The capacity is ``max_queue_size``, except in a replicated run (operators ``X#split`` / ``X#merge``):
+    a split declares a larger input and a merge a larger output (``input_capacity`` / ``output_capacity``).
+    """
+    replicated = any(name.endswith("#merge") for name in stats.operators)
     for op in stats.operators.values():
         for port in op.inputs:
-            assert port.max_size <= max_queue + port.publishers, (
-                f"{op.name}.in_({port.port}) held {port.max_size} tuples "
-                f"> max_queue_size {max_queue} + {port.publishers} publishers")
+            where = f"{op.name}.in_({port.port})"
+            assert replicated or port.capacity == max_queue, f"{where} holds {port.capacity} tuples, not {max_queue}"
+            assert port.max_size <= port.capacity + port.publishers, (
+                f"{where} held {port.max_size} tuples > capacity {port.capacity} + {port.publishers} publishers")
 
 
-def test_barrier_output_is_zip_of_inputs(policy, threads, run_flow):
+def test_barrier_output_is_zip_of_inputs(policy, execution_mode):
     a_items = list(range(3000))
     b_items = [-x for x in range(2500)]
     flow = barrier_flow(es.ops.FromIterable(a_items), es.ops.FromIterable(b_items))
-    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, batch_size=32, seed=7)
+    result = execution_mode.run(flow, policy=policy, max_queue_size=MAX_QUEUE, batch_size=32, seed=7)
     assert result.outputs["sink"] == list(zip(a_items, b_items))
     assert_buffers_bounded(result.stats, MAX_QUEUE)
 
 
-def test_barrier_with_slow_coroutine_input_keeps_buffers_bounded(policy, threads, run_flow):
+def test_barrier_with_slow_coroutine_input_keeps_buffers_bounded(policy, execution_mode):
     fast = list(range(20_000))
     slow = [f"s{i}" for i in range(300)]
     flow = barrier_flow(es.ops.FromIterable(fast), SlowSource(slow))
-    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, seed=3)
+    result = execution_mode.run(flow, policy=policy, max_queue_size=MAX_QUEUE, seed=3)
     assert result.outputs["sink"] == list(zip(fast, slow))
     ports = result.stats.operators["barrier"].inputs
     assert ports[0].max_size == MAX_QUEUE, "the fast input never filled up: no back-pressure was exercised"
     assert_buffers_bounded(result.stats, MAX_QUEUE)
 
 
-def test_barrier_with_busy_path_keeps_buffers_bounded(policy, threads, run_flow):
+def test_barrier_with_busy_path_keeps_buffers_bounded(policy, execution_mode):
     """Input a closes early holding tuples while the Busy path still delivers b."""
     n = 2000
     flow = barrier_flow(es.ops.FromIterable(range(n)), es.ops.FromIterable(range(n, 2 * n)), slow_b_path=True)
-    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, batch_size=8, seed=5)
+    result = execution_mode.run(flow, policy=policy, max_queue_size=MAX_QUEUE, batch_size=8, seed=5)
     assert result.outputs["sink"] == list(zip(range(n), range(n, 2 * n)))
     assert_buffers_bounded(result.stats, MAX_QUEUE)
 
 
-def test_barrier_of_three_with_fan_out_and_fan_in(policy, threads, run_flow):
+def test_barrier_of_three_with_fan_out_and_fan_in(policy, execution_mode):
     """One source fanned out to two ports, and a port fed by two producers (bound + 2)."""
     flow = es.Flow("barrier3")
     a = flow.add(es.ops.FromIterable(range(1000)), name="a")
@@ -115,7 +122,7 @@ def test_barrier_of_three_with_fan_out_and_fan_in(policy, threads, run_flow):
     flow.connect(b1.out(0), bar.in_(2))
     flow.connect(b2.out(0), bar.in_(2))
     flow.connect(bar.out(0), sink.in_(0))
-    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, batch_size=16, seed=1)
+    result = execution_mode.run(flow, policy=policy, max_queue_size=MAX_QUEUE, batch_size=16, seed=1)
     out = result.outputs["sink"]
     assert [(x, y) for x, y, _ in out] == [(i, i) for i in range(1000)]
     assert sorted(z for _, _, z in out) == list(range(1000))
@@ -182,21 +189,21 @@ A_SIZES = (1, 7, 3, 20, 2, 16, 5)  # 20: more than a port holds, pushed in parts
 B_SIZES = (9, 1, 1, 13, 4)
 
 
-def test_barrier_output_content_and_order_with_uneven_input_chunks(policy, threads, run_flow):
+def test_barrier_output_content_and_order_with_uneven_input_chunks(policy, execution_mode):
     a_items = [("a", i) for i in range(1500)]
     b_items = [("b", i) for i in range(1400)]
     flow = barrier_flow(ChunkedSource(a_items, A_SIZES), ChunkedSource(b_items, B_SIZES))
-    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, seed=11)
+    result = execution_mode.run(flow, policy=policy, max_queue_size=MAX_QUEUE, seed=11)
     out = result.outputs["sink"]
     assert out == list(zip(a_items, b_items))  # exact content and order, the longer input's tail dropped
     assert_buffers_bounded(result.stats, MAX_QUEUE)
 
 
-def test_batch_barrier_taking_partial_chunks_keeps_content_and_order(policy, threads, run_flow):
+def test_batch_barrier_taking_partial_chunks_keeps_content_and_order(policy, execution_mode):
     a_items = list(range(1000))
     b_items = [-x for x in range(1000)]
     flow = barrier_flow(ChunkedSource(a_items, A_SIZES), ChunkedSource(b_items, B_SIZES),
                         barrier=BatchBarrier(2, takes=(3, 1, 5, 2, 8)))
-    result = run_flow(flow, threads=threads, policy=policy, max_queue_size=MAX_QUEUE, seed=13)
+    result = execution_mode.run(flow, policy=policy, max_queue_size=MAX_QUEUE, seed=13)
     assert result.outputs["sink"] == list(zip(a_items, b_items))
     assert_buffers_bounded(result.stats, MAX_QUEUE)

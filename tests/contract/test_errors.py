@@ -1,16 +1,19 @@
 """Contract: bad graphs fail at build time naming the operator and port; an operator
 failure stops the flow cleanly with the operator's name and the original exception,
-and a sink that does not depend on the failure keeps what it accepted.
+and a sink that does not depend on the failure keeps what it accepted — under every
+execution mode (a worker process sends the exception's type and text, not the object).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 import elastream as es
+from execution_modes import ExecutionMode
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -146,57 +149,84 @@ class FailingOperator(es.Operator):
 
 
 class SignallingCollect(es.ops.Collect):
-    """A Collect that sets ``accepted`` once it has taken tuples (the event is shared by its run instance)."""
+    """A Collect that creates the file ``accepted`` once it has taken tuples (seen from every process)."""
 
-    def __init__(self, accepted: threading.Event):
+    def __init__(self, accepted: Path):
         super().__init__()
         self.accepted = accepted
+        self.signalled = False
 
     def on_batch(self, items: list, port: int) -> None:
         super().on_batch(items, port)
-        self.accepted.set()
+        if not self.signalled:
+            self.accepted.touch()
+            self.signalled = True
 
 
-def failing_flow(make_failing) -> tuple[es.Flow, threading.Event]:
+def exists(path: Path) -> Callable[[], bool]:
+    """``path.exists()``, true for good once it has been (the failing operator asks before every tuple)."""
+    seen = False
+
+    def check() -> bool:
+        nonlocal seen
+        seen = seen or path.exists()
+        return seen
+    return check
+
+
+def failing_flow(make_failing, accepted: Path) -> es.Flow:
     """Two independent pipelines: ``good`` collects a long stream, ``bad`` fails.
 
-    The failing operator raises only once ``good`` has accepted tuples, so the
-    test can check they survive the failure whatever the scheduling.
+    The failing operator raises only once ``good`` has accepted tuples (the file ``accepted`` exists), so
+    the test can check they survive the failure whatever the scheduling and whichever process runs what.
     """
     flow = es.Flow("failing")
-    accepted = threading.Event()
     flow.source(es.ops.FromIterable(range(1_000_000)), name="good_src").sink(SignallingCollect(accepted),
                                                                              name="good")
     bad_src = flow.add(es.ops.FromIterable(range(1_000_000)), name="bad_src")
-    failing = flow.add(make_failing(accepted.is_set), name="exploder")
+    failing = flow.add(make_failing(exists(accepted)), name="exploder")
     bad_src >> failing >> flow.add(es.ops.Collect(), name="bad")
-    return flow, accepted
+    return flow
 
 
-def check_operator_error(excinfo, error: BaseException, accepted: threading.Event) -> None:
+def check_cause(err: es.OperatorError, error: BaseException, mode: ExecutionMode) -> None:
+    """The original exception is the cause; an operator that ran in a worker process sends its type and text."""
+    if mode.in_this_process or err.__cause__ is error:
+        assert err.__cause__ is error
+    else:
+        assert str(err.__cause__) == f"{type(error).__name__}: {error}"
+
+
+def check_operator_error(excinfo, error: BaseException, accepted: Path, mode: ExecutionMode) -> None:
     err = excinfo.value
     assert err.operator == "exploder"
     assert "'exploder'" in str(err)
-    assert err.__cause__ is error
+    check_cause(err, error, mode)
     assert engine_threads() == []
     # What the independent sink accepted is kept, in order, in the error's partial result.
-    assert accepted.is_set()
+    assert accepted.exists()
     good = err.partial.outputs["good"]
     assert len(good) > 0
     assert good == list(range(len(good)))
 
 
-def test_exception_in_process_raises_operator_error(policy, threads):
+def test_exception_in_process_raises_operator_error(policy, execution_mode, tmp_path):
     error = Boom("from process")
-    flow, good = failing_flow(lambda good_has_items: FailingOperator(error, lambda _: good_has_items()))
+    accepted = tmp_path / "accepted"
+    flow = failing_flow(lambda good_has_items: FailingOperator(error, lambda _: good_has_items()), accepted)
     with pytest.raises(es.OperatorError) as excinfo:
-        es.Runner(threads=threads, policy=policy, max_queue_size=64, seed=4).run(flow, timeout=30)
-    check_operator_error(excinfo, error, good)
+        execution_mode.run(flow, policy=policy, max_queue_size=64, seed=4)
+    check_operator_error(excinfo, error, accepted, execution_mode)
     assert "in process" in excinfo.value.details
 
 
-def test_exception_in_map_function_raises_operator_error(policy, threads):
+def test_exception_in_map_function_raises_operator_error(policy, execution_mode, tmp_path, request):
     error = Boom("from a Map function")
+    if execution_mode.replicate:
+        # The Map is replicated (split -> exploder#0, exploder#1 -> merge), and the error names the replica.
+        request.applymarker(pytest.mark.xfail(
+            strict=True, raises=AssertionError,
+            reason="engine: a replicated operator's failure names its replica ('exploder#0'), not 'exploder'"))
 
     def make(good_has_items):
         def fn(x):
@@ -205,24 +235,26 @@ def test_exception_in_map_function_raises_operator_error(policy, threads):
             return x
         return es.ops.Map(fn)
 
-    flow, good = failing_flow(make)
+    accepted = tmp_path / "accepted"
+    flow = failing_flow(make, accepted)
     with pytest.raises(es.OperatorError) as excinfo:
-        es.Runner(threads=threads, policy=policy, max_queue_size=64, seed=4).run(flow, timeout=30)
-    check_operator_error(excinfo, error, good)
+        execution_mode.run(flow, policy=policy, max_queue_size=64, seed=4)
+    check_operator_error(excinfo, error, accepted, execution_mode)
     assert "Boom" in str(excinfo.value)
     assert "in fn" in excinfo.value.details
 
 
-def test_failure_after_some_tuples_keeps_downstream_sink_prefix(threads, run_flow):
+def test_failure_after_some_tuples_keeps_downstream_sink_prefix(execution_mode):
     """A sink downstream of the failure keeps the tuples it accepted before it."""
     error = Boom("eleventh tuple")
     flow = es.Flow("prefix")
-    sink = es.ops.Collect()
     src = flow.add(es.ops.FromIterable(range(100)), name="src")
-    src >> flow.add(FailingOperator(error, lambda n: n > 10), name="exploder") >> flow.add(sink, name="sink")
+    src >> flow.add(FailingOperator(error, lambda n: n > 10), name="exploder") >> flow.add(es.ops.Collect(),
+                                                                                             name="sink")
     with pytest.raises(es.OperatorError) as excinfo:
-        es.Runner(threads=threads, max_queue_size=4, batch_size=1).run(flow, timeout=30)
-    assert excinfo.value.__cause__ is error
+        execution_mode.run(flow, max_queue_size=4, batch_size=1)
+    assert excinfo.value.operator == "exploder"
+    check_cause(excinfo.value, error, execution_mode)
     kept = excinfo.value.partial.outputs.get("sink", [])
     assert kept == list(range(len(kept)))
     assert len(kept) <= 10

@@ -1,5 +1,6 @@
 """Contract: an explicit shutdown completes with full queues and blocked operators
-(C-Stream §3.2.2–3.2.3), and ends operators that ignore it after the grace period.
+(C-Stream §3.2.2–3.2.3) under every execution mode, and ends operators that ignore
+it after the grace period.
 """
 
 from __future__ import annotations
@@ -57,6 +58,37 @@ def write_blocked(handle: es.RunHandle) -> list[str]:
     return [name for name, state in handle.states().items() if state == "write_blocked"]
 
 
+def sink_taken(handle: es.RunHandle) -> int:
+    """Tuples the slow sink has taken, as the run's statistics report them (from any process)."""
+    op = handle.stats().operators.get("slow_sink")
+    return op.tuples_in if op is not None else 0
+
+
+def stuck_flow() -> es.Flow:
+    """An endless source feeding a sink that takes one tuple a second: every buffer fills up."""
+    flow = es.Flow("stuck")
+    flow.source(es.ops.FromGenerator(itertools.count), name="endless").map(lambda x: x, name="mid") \
+        .sink(SlowSink(), name="slow_sink")
+    return flow
+
+
+def test_shutdown_of_a_stuck_flow_returns_promptly(execution_mode, wait_until):
+    """Under every mode: shutdown() of a flow whose buffers are full returns its result within the limit."""
+    handle = execution_mode.start(stuck_flow(), max_queue_size=4, seed=2)
+    try:
+        wait_until(lambda: sink_taken(handle) >= 1, what="the slow sink to take a tuple")
+        t0 = time.perf_counter()
+        result = handle.shutdown()
+        assert time.perf_counter() - t0 < SHUTDOWN_LIMIT_S
+    finally:
+        if not handle.finished.is_set():
+            handle.shutdown()
+    assert result.shutdown
+    assert result.stats.operators["slow_sink"].tuples_in >= 1
+    assert engine_threads() == []
+
+
+# Thread modes: the states of a running handle and the live operator are read from the run in this process.
 @pytest.mark.parametrize("policy_name", ["least_recently_run", "max_queue", "random"])
 def test_shutdown_with_full_buffers_and_write_blocked_operators(threads, policy_name, wait_until):
     flow = es.Flow("stuck")
@@ -80,6 +112,7 @@ def test_shutdown_with_full_buffers_and_write_blocked_operators(threads, policy_
     assert handle.operator("slow_sink").taken >= 1
 
 
+# Thread modes: the test reads the live operator's count and that the coroutine it ran was closed.
 @pytest.mark.parametrize("threads_n", [1, 2])
 def test_operator_ignoring_shutdown_is_closed_after_grace(threads_n, wait_until):
     stubborn = Stubborn()
@@ -102,10 +135,10 @@ def test_operator_ignoring_shutdown_is_closed_after_grace(threads_n, wait_until)
     assert engine_threads() == []
 
 
-def test_shutdown_of_finished_flow_returns_its_result(run_flow):
+def test_shutdown_of_finished_flow_returns_its_result(execution_mode):
     flow = es.Flow("done")
     flow.source(range(10)).sink(es.ops.Collect(), name="out")
-    handle = es.Runner(threads=2).start(flow)
+    handle = execution_mode.start(flow)
     first = handle.wait(30)
     again = handle.shutdown()
     assert first.outputs["out"] == again.outputs["out"] == list(range(10))

@@ -7,7 +7,8 @@
   (1 thread, 4 threads, 2 processes, 2 processes with replicas, Spark), one
   frozen :class:`execution_modes.ExecutionMode` each, which builds the Runner
   for a flow and skips the test, with the reason, when it cannot run the flow.
-* ``spark``: the shared SparkSession (for Spark-mode tests outside ``tests/spark``).
+* ``stop_spark_at_the_end`` (autouse, session): stops the shared SparkSession
+  a Spark-mode run started (``execution_modes.spark_session``) or a fixture did.
 * ``policy`` / ``threads``: every registered scheduling policy, and 1, 2 and 4
   worker threads (the axis of tests that read a threads run's live state).
 * ``matrix`` marker: under the heavy execution modes (processes, Spark) only
@@ -25,6 +26,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -72,15 +74,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(getattr(pytest.mark, MATRIX_MARK))
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """The shared local SparkSession of the test session, as ``tests/spark/conftest.py`` builds it (4 shuffle
-    partitions; that suite's own fixture returns the same cached session). Stopped at the end."""
-    from elastream.spark.session import get_session, stop_session
-
-    session = get_session(conf={"spark.sql.shuffle.partitions": "4"})
-    yield session
-    stop_session()
+@pytest.fixture(scope="session", autouse=True)
+def stop_spark_at_the_end() -> Iterator[None]:
+    """Stop the SparkSession at the end of the test session, whoever started it (a Spark-mode run or a fixture)."""
+    yield
+    if "elastream.spark.session" in sys.modules:
+        sys.modules["elastream.spark.session"].stop_session()
 
 
 @pytest.fixture(params=es.policies.available())

@@ -61,6 +61,18 @@ def replicable_operators(flow: es.Flow) -> list[str]:
     return names
 
 
+#: The configuration of the test session's one SparkSession (``tests/spark/conftest.py`` builds the same).
+SPARK_CONF = {"spark.sql.shuffle.partitions": "4"}
+
+
+def spark_session() -> object:
+    """The test session's cached SparkSession, started with :data:`SPARK_CONF` on first use (a Spark-mode run
+    starts it here, so it never gets the backend's default configuration); ``tests/conftest.py`` stops it."""
+    from elastream.spark.session import get_session
+
+    return get_session(conf=SPARK_CONF)
+
+
 def spark_unsupported(flow: es.Flow) -> str | None:
     """Why the Spark backend cannot run ``flow`` (None: it can): only declared operators from a
     FromParquet source to Collect sinks. The backend's own planner decides, without starting Spark."""
@@ -126,14 +138,20 @@ class ExecutionMode:
         if reason is not None:
             pytest.skip(f"{self.id}: {reason}")
 
+    def _prepare(self, flow: es.Flow) -> None:
+        """Skip the test if this mode cannot run ``flow``; start the shared Spark session for a Spark run."""
+        self.skip_unless_supported(flow)
+        if self.backend == "spark":
+            spark_session()
+
     def start(self, flow: es.Flow, **options: Any) -> es.RunHandle:
         """Start ``flow`` under this mode (skipping the test if the mode cannot run it)."""
-        self.skip_unless_supported(flow)
+        self._prepare(flow)
         return self.runner(flow, **options).start(flow)
 
     def run(self, flow: es.Flow, timeout: float = 30.0, **options: Any) -> es.RunResult:
         """Run ``flow`` to its end under this mode with a deadline (a hang fails naming the stuck operators)."""
-        self.skip_unless_supported(flow)
+        self._prepare(flow)
         if self.backend == "spark":
             timeout = max(timeout, 300.0)  # a Spark query takes seconds to start, more on a loaded machine
         return run_with_deadline(flow, timeout, **{**self.runner_options(flow), **options})

@@ -134,8 +134,7 @@ def test_barrier_of_three_with_fan_out_and_fan_in(policy, execution_mode):
     assert_buffers_bounded(result.stats, MAX_QUEUE)
 
 
-@pytest.mark.parametrize("threads_n", [1, 2])
-def test_barrier_blocks_while_its_closed_input_still_holds_tuples(threads_n, run_flow):
+def test_barrier_blocks_while_its_closed_input_still_holds_tuples(execution_mode):
     """Input a closes at once holding 5 tuples; b delivers 5 tuples 20 ms apart.
 
     The Barrier should be READ_BLOCKED between b's tuples (C-Stream Algorithm 1
@@ -143,7 +142,7 @@ def test_barrier_blocks_while_its_closed_input_still_holds_tuples(threads_n, run
     handful of activations, not one per scheduler pass.
     """
     flow = barrier_flow(es.ops.FromIterable(range(5)), SlowSource(range(5), pause_s=0.02))
-    result = run_flow(flow, threads=threads_n, max_queue_size=MAX_QUEUE)
+    result = execution_mode.run(flow, max_queue_size=MAX_QUEUE)
     assert result.outputs["sink"] == [(i, i) for i in range(5)]
     assert result.stats.operators["barrier"].activations <= 100
 

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import elastream as es
-from execution_modes import ExecutionMode
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -140,27 +139,20 @@ def union(files: list[Path]) -> es.Flow:
 FLOWS = {"stateless": (stateless, stateless_reference), "stateful": (stateful, stateful_reference)}
 
 
-@pytest.fixture
-def mode(execution_mode: ExecutionMode, request) -> ExecutionMode:
-    """The execution mode, with the shared Spark session started first under the Spark mode."""
-    if execution_mode.backend == "spark":
-        request.getfixturevalue("spark")
-    return execution_mode
-
-
 @pytest.mark.parametrize("flow_name", list(FLOWS))
-def test_outputs_equal_the_sequential_reference_in_every_mode(flow_name, mode, parquet_files):
+def test_outputs_equal_the_sequential_reference_in_every_mode(flow_name, execution_mode, parquet_files):
     make, reference = FLOWS[flow_name]
     flow = make(parquet_files)
-    assert mode.supports(flow), mode.unsupported(flow)  # declared operators only: Spark too must run it
-    result = mode.run(flow)
+    # Declared operators only: the Spark mode must run it too, not skip it.
+    assert execution_mode.supports(flow), execution_mode.unsupported(flow)
+    result = execution_mode.run(flow)
     assert result.outputs["out"] == reference()
 
 
-def test_union_keeps_each_branch_in_order_in_every_mode(mode, parquet_files):
+def test_union_keeps_each_branch_in_order_in_every_mode(execution_mode, parquet_files):
     flow = union(parquet_files)
-    assert mode.supports(flow), mode.unsupported(flow)
-    out = mode.run(flow).outputs["out"]
+    assert execution_mode.supports(flow), execution_mode.unsupported(flow)
+    out = execution_mode.run(flow).outputs["out"]
     amounts = [row["amount"] for row in rows()]
     assert Counter(out) == Counter(amounts + [-a for a in amounts])
     assert [x for x in out if x > 0] == [a for a in amounts if a > 0]

@@ -71,6 +71,7 @@ def build(stages: list[tuple[str, int]], items: list[int], partitions: int) -> e
 def test_outputs_equal_a_sequential_run(stages, items, threads, partitions, reorder, partitioning, batch_size,
                                         queue):
     flow = build(stages, items, partitions)
-    runner = es.Runner(threads=threads, reorder=reorder, partitioning=partitioning, batch_size=batch_size,
+    runner = es.Runner(threads=threads, ordering=es.OrderingConfig(reorder=reorder, partitioning=partitioning),
+                       batch_size=batch_size,
                        max_queue_size=queue)
     assert runner.run(flow, timeout=60).outputs.get("out", []) == apply_sequentially(stages, items)

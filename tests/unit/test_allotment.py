@@ -205,7 +205,7 @@ def test_shutdown_while_several_workers_share_an_operator():
 @pytest.mark.parametrize("option, value", [("reorder", "fifo"), ("partitioning", "random")])
 def test_unknown_scheme_names_fail_at_construction(option, value):
     with pytest.raises(ValueError, match=value):
-        es.Runner(threads=2, **{option: value})
+        es.Runner(threads=2, ordering=es.OrderingConfig(**{option: value}))
 
 
 def test_end_of_stream_flush_follows_the_keys_first_seen_input_order():

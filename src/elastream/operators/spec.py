@@ -110,6 +110,8 @@ class OperatorSpec:
     """Fixed number of key groups the keys fall into (the unit of state that moves)."""
     strategy: str = "hash"
     """How keys map to partitions under dynamic allotment: "hash" or "range"."""
+    key_range: tuple[Any, Any] | None = None
+    """The keys' (low, high) bounds, which a "range" strategy splits evenly (None: hash instead)."""
     on_end: Callable[..., Any] | None = None
     """End-of-stream hook (its outputs follow every other output)."""
     ends_by_key: bool = False

@@ -80,12 +80,15 @@ class KeyedProcess(FunctionOperator):
         self.partitions = int(partitions)
         self.key_groups = key_groups_for(self.partitions)
         self.strategy = strategy
+        #: The keys' (low, high) bounds for strategy="range" (dynamic allotment splits them evenly).
+        self.key_range: tuple[Any, Any] | None = None
         self.max_workers = max_parallelism(PARTITIONED, self.partitions)
         self.states: dict[Any, Any] = {}
 
     def spec(self) -> OperatorSpec:
         return replace(super().spec(), key=self.key, partitions=self.partitions, key_groups=self.key_groups,
-                       strategy=self.strategy, on_end=self.on_end, ends_by_key=True, movable_state=True,
+                       strategy=self.strategy, key_range=self.key_range, on_end=self.on_end, ends_by_key=True,
+                       movable_state=True,
                        declared=Declared("keyed_process", self.step, self.state_factory, self.on_end))
 
     def open(self, ctx) -> None:
@@ -167,6 +170,8 @@ class KeyedReduce(FunctionOperator):
         self.partitions = int(partitions)
         self.key_groups = key_groups_for(self.partitions)
         self.strategy = strategy
+        #: The keys' (low, high) bounds for strategy="range" (dynamic allotment splits them evenly).
+        self.key_range: tuple[Any, Any] | None = None
         self.max_workers = max_parallelism(PARTITIONED, self.partitions)
         self.key = key
         self.fn = fn
@@ -175,7 +180,7 @@ class KeyedReduce(FunctionOperator):
 
     def spec(self) -> OperatorSpec:
         return replace(super().spec(), key=self.key, partitions=self.partitions, key_groups=self.key_groups,
-                       strategy=self.strategy, one_to_one=True, movable_state=True,
+                       strategy=self.strategy, key_range=self.key_range, one_to_one=True, movable_state=True,
                        declared=Declared("keyed_reduce", self.fn, self.initial))
 
     def open(self, ctx) -> None:

@@ -55,6 +55,8 @@ from elastream.runtime.handle import RunResult, wait_slice
 #: Longest sleep of the supervisor thread and of a waiting caller between looks (Ctrl-C interrupts the
 #: caller's wait at once; a run that ends wakes both at once).
 WATCH_S = 0.5
+#: How long a dead worker's exit status is waited for (it is normally there at once).
+EXIT_STATUS_WAIT_S = 1.0
 
 
 class WorkerProcessError(ElastreamError):
@@ -267,6 +269,9 @@ class ProcessRunHandle:
         live.pop(child.conn, None)
         if child.final is None:
             self._replies.abandon(child.index, f"process {child.index} died")
+            # Its pipes close while the kernel tears it down, a moment before it can be reaped: wait for
+            # that moment so that the error can say how it died.
+            child.process.join(EXIT_STATUS_WAIT_S)
             self._fail(WorkerProcessError(child.index, child.pid or child.process.pid, child.process.exitcode,
                                           child.operators))
 

@@ -375,8 +375,10 @@ class _Routed:
 
 
 def _partitioner_of(spec: OperatorSpec) -> Any:
-    """The operator's partitioning (§2.1). Specs declare no key bounds, and without bounds any fixed
-    key → partition map keeps per-key order, so "range" falls back to hash, which spreads best."""
+    """The operator's partitioning (§2.1): "range" over its declared ``key_range``; without bounds any
+    fixed key → partition map keeps per-key order, so "range" falls back to hash, which spreads best."""
+    if spec.strategy == "range" and spec.key_range is not None:
+        return make_partitioner("range", spec.partitions, key_range=spec.key_range)
     return make_partitioner("hash", spec.partitions)
 
 

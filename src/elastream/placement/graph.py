@@ -127,13 +127,13 @@ class PlacementGraph:
         port_rate: dict[str, float] = {}
         weights: dict[str, float] = {}
         for name in order:
-            op = ops[name]
+            spec = ops[name].spec()
             default = in_rate[name] if name in fed else DEFAULT_RATE
             rate = _check_amount(rates.get(name, default), f"rate of {name!r}")
             cost = _check_amount(costs[name], f"cost of {name!r}") if name in costs \
-                else _declared(op, "cost_us", DEFAULT_COST_US)
+                else _declared(spec.cost_us, DEFAULT_COST_US)
             weights[name] = cost * rate
-            out = rate * _declared(op, "selectivity", 1.0)
+            out = rate * _declared(spec.selectivity, 1.0)
             port_rate[name] = out / len(ports[name]) if ports[name] else 0.0
             for dst in downstream[name]:  # feed tasks not yet visited (a feedback edge feeds nothing)
                 if position[dst] > position[name]:
@@ -248,9 +248,8 @@ def _check_amount(x: object, what: str) -> float:
     return value
 
 
-def _declared(op: object, attribute: str, default: float) -> float:
-    """An operator's declared numeric attribute (``cost_us``, ``selectivity``), else ``default``."""
-    x = getattr(op, attribute, None)
+def _declared(x: object, default: float) -> float:
+    """A spec's declared amount (``cost_us``, ``selectivity``) if it is a finite number >= 0, else ``default``."""
     if isinstance(x, bool) or not isinstance(x, Real) or not math.isfinite(x) or x < 0:
         return default
     return float(x)

@@ -169,9 +169,6 @@ MODES: tuple[ExecutionMode, ...] = (
     ExecutionMode("spark", backend="spark", heavy=True, marks=("spark",)),
 )
 
-#: The modes whose whole flow runs on this process's threads (tests reading live operators use these).
-THREAD_MODES: tuple[ExecutionMode, ...] = tuple(m for m in MODES if m.in_this_process)
-
 
 def mode_params(modes: tuple[ExecutionMode, ...] = MODES) -> list[Any]:
     """``pytest.param`` of each mode, with its id and markers (for a fixture or a parametrize)."""

@@ -5,7 +5,8 @@ A policy is consulted by the mechanism at three points:
 * ``pick(ready, now)`` — which READY operator a free worker runs next;
 * ``quantum(task, default)`` — the time budget of this dispatch, i.e. when the
   operator is preempted at its next wait or push (C-Stream §3.2.4);
-* ``on_tick(stats)`` — optional periodic hook with a statistics snapshot.
+* ``on_tick(period)`` — optional periodic hook with the period's statistics snapshot
+  (:class:`~elastream.metrics.period.PeriodStats`: what changed over the period).
 
 ``pick`` is called with the scheduler lock held, so it must be quick and must
 not block; it reads only the features listed in :class:`TaskView`.
@@ -17,7 +18,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
-    from elastream.metrics.stats import FlowStats
+    from elastream.metrics.period import PeriodStats
 
 
 class TaskView(Protocol):
@@ -64,7 +65,7 @@ class SchedulingPolicy(Protocol):
 
     def quantum(self, task: TaskView, default: float) -> float: ...
 
-    def on_tick(self, stats: FlowStats) -> None: ...
+    def on_tick(self, stats: PeriodStats) -> None: ...
 
 
 class BasePolicy:
@@ -89,7 +90,7 @@ class BasePolicy:
     def quantum(self, task: TaskView, default: float) -> float:
         return default
 
-    def on_tick(self, stats: FlowStats) -> None:
+    def on_tick(self, stats: PeriodStats) -> None:
         return None
 
     #: A ready operator not run for this long is picked first (aging): strict

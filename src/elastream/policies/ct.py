@@ -3,13 +3,15 @@
 n_i = (T_i + w_i × s) / (c_i × cs_i) (eq. 3): T_i the worker time spent on the
 operator in the current window, w_i its workers now, s the time slice,
 c_i its cost per tuple and cs_i its cumulative selectivity. Windows are the
-monitor's periods: ``on_tick`` starts a new one.
+monitor's periods: ``on_tick`` starts a new one and reads the cumulative
+selectivities from the period's statistics snapshot.
 """
 
 from __future__ import annotations
 
+from elastream.metrics.period import PeriodStats
 from elastream.policies.base import BasePolicy
-from elastream.policies.features import all_tasks, cumulative_selectivities
+from elastream.policies.features import cumulative_selectivities
 from elastream.policies.registry import register
 
 UNMEASURED_COST = 1e-6
@@ -26,20 +28,22 @@ class CurrentThroughputPolicy(BasePolicy):
         super().__init__(seed)
         self._window_start: dict[str, float] = {}
         self._pending_window = False
+        self._cs: dict[str, float] = {}
 
-    def on_tick(self, stats) -> None:
+    def on_tick(self, stats: PeriodStats) -> None:
         self._pending_window = True  # the next pick snapshots busy times: a new window
+        self._cs = cumulative_selectivities(stats)
 
     def pick(self, ready, now):
         old = self.starving(ready, now)
         if old is not None:
             return old
-        tasks = all_tasks(ready)
         if self._pending_window or not self._window_start:
-            self._window_start = {t.name: t.busy_s for t in tasks}
+            # The window opens on the ready operators; one that becomes ready later starts at its own time.
+            self._window_start = {t.name: t.busy_s for t in ready}
             self._pending_window = False
-        cs = cumulative_selectivities(tasks)
-        return min(ready, key=lambda t: self.effective_tuples(t, cs[t]))
+        cs = self._cs
+        return min(ready, key=lambda t: self.effective_tuples(t, cs.get(t.name, 1.0)))
 
     def effective_tuples(self, task, cs: float) -> float:
         """n_i^w of eq. 3."""

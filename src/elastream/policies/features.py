@@ -1,45 +1,42 @@
 """Derived operator features shared by the ordered-multicore §6 heuristics.
 
-Pure functions of the live task features (:class:`~elastream.policies.base.TaskView`);
-called under the scheduler lock, so they stay linear in the number of operators.
+Graph-wide features (cumulative selectivity) come from the per-period
+statistics snapshot (:class:`~elastream.metrics.period.PeriodStats`), computed
+once a period in ``on_tick``, so no policy walks the graph per pick. Pure
+functions; called on the monitor thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from elastream.metrics.period import PeriodStats
 
 
-def cumulative_selectivities(tasks: Iterable) -> dict:
-    """cs_i = s_i × cs of the upstream (the product since ingress, §6.1 eq. 1).
+def cumulative_selectivities(period: PeriodStats) -> dict[str, float]:
+    """cs_i = s_i × cs of the upstream (the product since ingress, §6.1 eq. 1), by operator name.
 
-    On a DAG an operator with several publishers takes their mean, so a
-    linear pipeline gets exactly the paper's product.
+    The edges are the period's traffic (``sent``); an operator with several publishers takes their
+    mean, so a linear pipeline gets exactly the paper's product. An operator that saw no input in
+    the period counts selectivity 1.
+
+    Example: a source feeding a 10 % filter feeding a sink gives ``{"src": 1.0, "f": 0.1, "out": 0.1}``.
     """
-    memo: dict = {}
+    ops = period.operators
+    upstream: dict[str, list[str]] = {name: [] for name in ops}
+    for name, op in ops.items():
+        for dst in op.sent:
+            if dst in upstream:
+                upstream[dst].append(name)
+    memo: dict[str, float] = {}
 
-    def cs(task) -> float:
-        if task in memo:
-            return memo[task]
-        memo[task] = 1.0  # guards feedback loops through control inputs
-        ups = [u for u in task.upstream if u.position < task.position]
+    def cs(name: str) -> float:
+        if name in memo:
+            return memo[name]
+        memo[name] = 1.0  # guards feedback loops through control inputs
+        ups = upstream[name]
         base = sum(cs(u) for u in ups) / len(ups) if ups else 1.0
-        memo[task] = base * task.selectivity
-        return memo[task]
+        memo[name] = base * ops[name].selectivity
+        return memo[name]
 
-    for t in tasks:
-        cs(t)
+    for name in ops:
+        cs(name)
     return memo
-
-
-def all_tasks(ready: Iterable) -> list:
-    """Every task of the flow, reached from the ready ones through the graph."""
-    seen: dict = {}
-    stack = list(ready)
-    while stack:
-        t = stack.pop()
-        if t in seen:
-            continue
-        seen[t] = None
-        stack.extend(t.upstream)
-        stack.extend(t.downstream)
-    return list(seen)

@@ -9,8 +9,9 @@ buffer rather than starve the flow).
 
 from __future__ import annotations
 
+from elastream.metrics.period import PeriodStats
 from elastream.policies.base import BasePolicy
-from elastream.policies.features import all_tasks, cumulative_selectivities
+from elastream.policies.features import cumulative_selectivities
 from elastream.policies.registry import register
 
 CAPACITY = 4096  # C of eq. 1, in tuples
@@ -21,16 +22,28 @@ class QueueSizeThrottlingPolicy(BasePolicy):
     """Earliest operator whose output queue is under its eq. 1 threshold."""
 
     capacity = CAPACITY
+    wants_ticks = True
+
+    def __init__(self, seed: int | None = None):
+        super().__init__(seed)
+        self._cs: dict[str, float] = {}
+        self._cs_total = 0.0
+
+    def on_tick(self, stats: PeriodStats) -> None:
+        """Cumulative selectivities from the period's snapshot (once a period, not per pick)."""
+        self._cs = cumulative_selectivities(stats)
+        self._cs_total = sum(self._cs.values())
 
     def pick(self, ready, now):
         old = self.starving(ready, now)
         if old is not None:
             return old
-        cs = cumulative_selectivities(all_tasks(ready))
-        total = sum(cs.values()) or 1.0
+        cs = self._cs
+        # Before the first period every operator counts cs = 1 (nothing measured yet).
+        total = self._cs_total or float(len(ready))
         ordered = sorted(ready, key=_pipeline_order)
         for t in ordered:
-            if t.output_queued() < self.capacity * cs[t] / total:
+            if t.output_queued() < self.capacity * cs.get(t.name, 1.0) / total:
                 return t
         return ordered[0]
 

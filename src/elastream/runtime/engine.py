@@ -56,7 +56,7 @@ class ThreadRunHandle:
         self.periods = PeriodSampler(self.stats)
         """One statistics snapshot per period, for every controller that listens (:meth:`add_period_listener`)."""
         if getattr(self.policy, "wants_ticks", False):
-            self.monitor.add_hook(lambda: self.policy.on_tick(self.stats()))
+            self.add_period_listener(self.policy.on_tick)  # policies read the same one snapshot a period
         self._started = perf_counter()
         self._ended: float | None = None
         self._result: RunResult | None = None

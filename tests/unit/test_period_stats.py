@@ -61,3 +61,15 @@ def test_listeners_of_a_run_get_one_snapshot_a_period():
     assert all(p.period_s > 0 for p in got[:3])
     assert [p.start_s for p in got[:3]] == sorted(p.start_s for p in got[:3])
     assert sum(p.operators["out"].tuples_in for p in got[:3]) > 0
+
+
+def test_a_keyed_split_reports_its_load_per_key_group():
+    flow = es.Flow("groups")
+    (flow.source(range(400), name="src").key_by(lambda x: x % 4, partitions=4)
+         .reduce(lambda a, x: a + x, initial=int, name="sum").sink(es.ops.Collect(), name="out"))
+    handle = es.Runner(replicas={"sum": 2}).start(flow)
+    result = handle.wait(30)
+    load = result.stats.operators["sum#split"].key_group_load
+    assert len(load) == 4 and all(n > 0 for n in load)   # 4 key groups, every one carried tuples
+    assert result.stats.operators["out"].key_group_load == ()
+    assert period_between(None, result.stats).operators["sum#split"].key_group_load == load

@@ -44,6 +44,8 @@ class OperatorPeriod:
     """Largest fraction of time one of its downstream ports was full (C-Stream §4.2.1), whole run so far."""
     sent: dict[str, int] = field(default_factory=dict)
     """Tuples it emitted to each downstream operator over the period (the graph's edges, weighted)."""
+    key_group_load: tuple[int, ...] = ()
+    """Recent tuples per key group at the period's end (an ordered split's routing load)."""
 
     @property
     def true_rate(self) -> float:
@@ -105,7 +107,8 @@ def _operator_delta(before: OperatorStats | None, after: OperatorStats) -> Opera
         busy_s=d("busy_s"), cpu_s=d("cpu_s"), read_blocked_s=d("read_blocked_s"),
         write_blocked_s=d("write_blocked_s"), queue_length=sum(p.size for p in after.inputs),
         write_blocked_ratio=after.output_write_blocked_ratio,
-        sent={dst: n - (before.sent.get(dst, 0) if before is not None else 0) for dst, n in after.sent.items()})
+        sent={dst: n - (before.sent.get(dst, 0) if before is not None else 0) for dst, n in after.sent.items()},
+        key_group_load=after.key_group_load)
 
 
 def _worker_delta(before: WorkerStats | None, after: WorkerStats, period_s: float) -> WorkerPeriod:

@@ -64,6 +64,8 @@ class OperatorStats:
     """Most worker threads that ran the operator at once."""
     max_workers: int = 1
     """The operator's bound: 1 (coroutine, stateful), its partitions (partitioned) or unbounded (stateless)."""
+    key_group_load: tuple[int, ...] = ()
+    """Recent tuples per key group (an ordered split's routing load, decayed as its balancing reads it)."""
 
 
 @dataclass(frozen=True, slots=True)

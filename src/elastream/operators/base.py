@@ -102,6 +102,13 @@ class Operator:
         """What ``RunResult.outputs[name]`` holds for this operator (None: nothing)."""
         return None
 
+    def key_group_load(self) -> tuple[int, ...]:
+        """Recent tuples per key group this instance routed or handled (empty: it keeps no such count).
+
+        Read once per statistics snapshot (the per-period snapshot's per-key-group load).
+        """
+        return ()
+
     def required_outputs(self) -> frozenset[int]:
         """Output ports that must be connected (e.g. a dead-letter port)."""
         return frozenset()

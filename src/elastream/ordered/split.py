@@ -270,6 +270,10 @@ class OrderedSplit(SplitBalancing, Operator):
             return [(used[0], (seq, size, None, items))]
         return [(r, (seq, size, offsets[r], pieces[r])) for r in used]
 
+    def key_group_load(self) -> tuple[int, ...]:
+        """Recent tuples routed per key group (keyed splits; the balancing halves it at each decision)."""
+        return tuple(self._load) if self.key is not None else ()
+
     def describe(self) -> str:
         mode = "stateless" if self.key is None else f"key, {self.partitions} partitions"
         return f"OrderedSplit({self.n_outputs} replicas, {mode})"

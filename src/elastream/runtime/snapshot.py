@@ -51,7 +51,7 @@ def operator_stats(task: Task, now: float) -> OperatorStats:
         disjunctive_wait_fraction=task.disj_waits / waits if waits else 0.0,
         output_write_blocked_ratio=out_ratio, inputs=inputs, malformed=task.malformed,
         cpu_s=task.cpu_s, sent=_sent_by_operator(task), workers=task.workers, peak_workers=task.peak_workers,
-        max_workers=task.max_workers if task.shared else 1,
+        max_workers=task.max_workers if task.shared else 1, key_group_load=task.op.key_group_load(),
     )
 
 

@@ -220,13 +220,9 @@ def test_exception_in_process_raises_operator_error(policy, execution_mode, tmp_
     assert "in process" in excinfo.value.details
 
 
-def test_exception_in_map_function_raises_operator_error(policy, execution_mode, tmp_path, request):
+def test_exception_in_map_function_raises_operator_error(policy, execution_mode, tmp_path):
+    # Replicated (split -> exploder#0, exploder#1 -> merge), the error still names the user's operator.
     error = Boom("from a Map function")
-    if execution_mode.replicate:
-        # The Map is replicated (split -> exploder#0, exploder#1 -> merge), and the error names the replica.
-        request.applymarker(pytest.mark.xfail(
-            strict=True, raises=AssertionError,
-            reason="engine: a replicated operator's failure names its replica ('exploder#0'), not 'exploder'"))
 
     def make(good_has_items):
         def fn(x):

@@ -124,6 +124,8 @@ class OperatorSpec:
     input_capacity: int = 0
     """Tuples (or pieces) its input port must hold at least, whatever ``max_queue_size`` is."""
     output_capacity: int = 0
+    reports_as: str | None = None
+    """The user's operator this instance stands for (a replica of it): errors name that operator."""
     cost_us: float | None = None
     """Declared CPU cost per tuple (µs), for offline placement and replica counts."""
     selectivity: float | None = None

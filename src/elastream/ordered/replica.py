@@ -15,6 +15,7 @@ Threading: one worker at a time runs a replica (it owns its operator's state).
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from time import perf_counter
 
 from elastream.operators.base import Driver, Operator, Status
@@ -64,7 +65,7 @@ class OrderedReplica(Operator):
     Example: ``OrderedReplica(es.ops.Map(abs), 0).run_piece((0, 2, None, [-1, 2]))[3] == [1, 2]``
     """
 
-    def __init__(self, inner: Operator, index: int):
+    def __init__(self, inner: Operator, index: int, origin: str | None = None):
         spec = inner.spec()
         if spec.driver is not Driver.BATCH or spec.inputs != 1 or spec.outputs != 1:
             raise TypeError(f"only one-input, one-output function operators can be replicated, "
@@ -72,11 +73,16 @@ class OrderedReplica(Operator):
         super().__init__(inputs=1, outputs=1)
         self.inner = inner
         self.index = index
+        self.origin = origin
+        """The name of the operator this replicates (what its errors are reported under)."""
         self.kind = spec.kind
         self.one_to_one = spec.one_to_one
         self.ends_by_key = spec.on_end is not None and spec.ends_by_key
         self.movable_state = spec.movable_state
         self.cost_us, self.selectivity = spec.cost_us, spec.selectivity  # declared costs, for offline placement
+
+    def spec(self) -> OperatorSpec:
+        return replace(super().spec(), reports_as=self.origin)
 
     def instantiate(self) -> OrderedReplica:
         """The run's replica, over the run's own instance of the operator (the flow's keeps no state)."""

@@ -145,7 +145,7 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
         split = out.add(_split_for(op.spec(), count, chunk, link), name=split_name(name))
         merge = out.add(OrderedMerge(reorder, reorder_capacity, link=link), name=merge_name(name))
         for r in range(count):
-            replica = out.add(OrderedReplica(_copy(name, op), r), name=replica_name(name, r))
+            replica = out.add(OrderedReplica(_copy(name, op), r, origin=name), name=replica_name(name, r))
             out.connect(split.out(r), replica.in_(0))
             out.connect(replica.out(0), merge.in_(0))
     for c in flow.connections:

@@ -189,7 +189,7 @@ class Scheduler:
         elif type(outcome) is ExternalWait:
             self._mark_external_blocked(task, outcome)
         elif type(outcome) is Failed:
-            self._record_failure(task.name, outcome)
+            self._record_failure(task.spec.reports_as or task.name, outcome)
             self._mark_completed(task)
         else:
             error = TypeError(f"operator {task.name!r} suspended with unknown message {outcome!r}; "

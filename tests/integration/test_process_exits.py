@@ -30,8 +30,22 @@ def resource_tracker_pid() -> int | None:
     return getattr(resource_tracker._resource_tracker, "_pid", None)
 
 
+#: Children the test process had before each test that are none of the engine's (a Spark JVM another
+#: suite started, say): they are not counted.
+_OTHERS: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def other_children():
+    server = forkserver.fork_server_pid()
+    _OTHERS.clear()
+    _OTHERS.update(c.pid for c in psutil.Process().children() if c.pid != server)
+    yield
+
+
 def assert_only_the_fork_server_remains(start_method: str) -> None:
-    children = [c for c in psutil.Process().children() if c.pid != resource_tracker_pid()]
+    children = [c for c in psutil.Process().children()
+                if c.pid != resource_tracker_pid() and c.pid not in _OTHERS]
     assert not [c.pid for c in children if c.status() == psutil.STATUS_ZOMBIE]
     server = forkserver.fork_server_pid()
     if start_method == "spawn":

@@ -9,6 +9,8 @@ operator's split and come back as not applied yet.
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 import elastream as es
@@ -79,3 +81,26 @@ def test_replica_decisions_travel_to_the_process_of_the_split(wait_until):
     assert [a.ok for a in applied] == [False, False]
     assert all("needs the elasticity controllers" in a.why for a in applied)
     assert applied[0].why.startswith("SetReplicas of 'x'") and applied[1].why.startswith("MoveKeyGroups of 'x'")
+
+
+def test_period_listeners_get_the_parts_statistics_merged():
+    flow = es.Flow("periods2")
+    (flow.source(lambda: iter(int, 1), name="src").map(lambda x: x + 1, name="x")
+         .sink(es.ops.Callback(lambda x: None), name="out"))
+    handle = es.Runner(processes=2, placement={"src": 0, "x": 1, "out": 1},
+                       scheduling=es.SchedulingConfig(stats_period_ms=50)).start(flow)
+    got = []
+    enough = threading.Event()
+
+    def listen(period):
+        got.append(period)
+        if sum(p.operators["out"].tuples_in for p in got if "out" in p.operators) > 0 and len(got) >= 3:
+            enough.set()
+
+    try:
+        handle.add_period_listener(listen)
+        assert enough.wait(60), "no periods with tuples from the worker process"
+    finally:
+        handle.shutdown()
+    assert {"src", "x", "out"} <= set(got[-1].operators)          # both processes' operators, merged
+    assert [p.start_s for p in got] == sorted(p.start_s for p in got)

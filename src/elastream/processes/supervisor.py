@@ -51,6 +51,7 @@ from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flo
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
+from elastream.runtime.periodic import PeriodListener, PeriodSampler
 
 #: Longest sleep of the supervisor thread and of a waiting caller between looks (Ctrl-C interrupts the
 #: caller's wait at once; a run that ends wakes both at once).
@@ -132,6 +133,10 @@ class ProcessRunHandle:
         self.flow = flow
         self.config = config
         self.timeline: list[Applied] = []
+        #: One merged statistics snapshot per period (the parts' latest reports) for every listener.
+        self.periods = PeriodSampler(self.stats)
+        self._period_s = config.scheduling.stats_period_ms / 1000.0
+        self._next_period: float | None = None
         """Every decision submitted to this run, as the part that hosts it applied it (in order)."""
         # Replicated operators (``replicas=``, C-Stream §4.2) become split → replicas → merge.
         placement = config.placement
@@ -234,12 +239,13 @@ class ProcessRunHandle:
             waitables = list(live) + list(sentinels) + ([local.ready_fd] if local_running else [])
             # Children and the local part wake this thread when they have news; the timeout only bounds how
             # late the grace period after a stop request is checked (every wake-up takes the GIL from part 0).
-            for ready in wait_ready(waitables, timeout=WATCH_S if self._stop_requested_at is None else 0.1):
+            for ready in wait_ready(waitables, timeout=self._watch_timeout()):
                 child = live.get(ready)
                 if child is not None:
                     self._drain(child, live)
                 elif ready in sentinels:
                     self._on_exit(sentinels.pop(ready), live)
+            self._tick_period()
             if local_running and local.done:
                 failure = local.collect(timeout=grace)
                 if failure is not None:
@@ -249,6 +255,25 @@ class ProcessRunHandle:
             asked = self._stop_requested_at
             if asked is not None and perf_counter() - asked > grace:
                 break  # the survivors did not stop in time: _reap kills them
+
+    def add_period_listener(self, listener: PeriodListener) -> None:
+        """Call ``listener(PeriodStats)`` once per statistics period (on the supervisor thread), over every
+        part's statistics merged (each worker process reports its own a few times a second)."""
+        self.periods.add_listener(listener)
+        if self._next_period is None:
+            self._next_period = perf_counter() + self._period_s
+
+    def _watch_timeout(self) -> float:
+        timeout = WATCH_S if self._stop_requested_at is None else 0.1
+        if self._next_period is not None:
+            timeout = min(timeout, max(0.0, self._next_period - perf_counter()))
+        return timeout
+
+    def _tick_period(self) -> None:
+        """The period's one snapshot, when one is due and somebody listens."""
+        if self._next_period is not None and perf_counter() >= self._next_period:
+            self._next_period += self._period_s
+            self.periods.tick()
 
     def _all_final(self) -> bool:
         """True once every part has reported its end (done or failed)."""

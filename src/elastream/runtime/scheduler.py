@@ -189,7 +189,11 @@ class Scheduler:
         elif type(outcome) is ExternalWait:
             self._mark_external_blocked(task, outcome)
         elif type(outcome) is Failed:
-            self._record_failure(task.spec.reports_as or task.name, outcome)
+            origin = task.spec.reports_as
+            if origin is None:
+                self._record_failure(task.name, outcome)
+            else:  # a replica: the error names the user's operator, the details which replica
+                self._record_failure(origin, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}"))
             self._mark_completed(task)
         else:
             error = TypeError(f"operator {task.name!r} suspended with unknown message {outcome!r}; "

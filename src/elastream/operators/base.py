@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import enum
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.spec import UNBOUNDED, Driver, Kind, OperatorSpec, max_parallelism
@@ -68,6 +67,8 @@ class Operator:
     max_workers: int = 1
     #: What the operator is (:class:`~elastream.operators.spec.Kind`).
     kind: Kind = Kind.COROUTINE
+    #: Which API the engine drives it through (set by the base classes).
+    driver: Driver = Driver.COROUTINE
     #: Tuples its input port must hold at least, and its output's subscribers, whatever ``max_queue_size``.
     input_capacity: int = 0
     output_capacity: int = 0
@@ -120,14 +121,18 @@ class Operator:
     def spec(self) -> OperatorSpec:
         """What this operator is, frozen: what backends and graph passes match on (never the class).
 
-        Subclasses with a key, an end hook or a declarative transform extend it with
-        ``dataclasses.replace(super().spec(), ...)``.
+        Subclasses with a key, an end hook or a declarative transform return
+        ``self.spec_with(field=value, ...)``.
         """
-        return OperatorSpec(kind=Kind(self.kind), inputs=self.n_inputs, outputs=self.n_outputs,
+        return self.spec_with()
+
+    def spec_with(self, **fields: Any) -> OperatorSpec:
+        """This operator's spec from its declared attributes, with ``fields`` on top (one construction)."""
+        return OperatorSpec(kind=Kind(self.kind), inputs=self.n_inputs, outputs=self.n_outputs, driver=self.driver,
                             max_workers=max(1, int(self.max_workers or 1)),
                             input_capacity=int(self.input_capacity or 0),
                             output_capacity=int(self.output_capacity or 0),
-                            cost_us=self.cost_us, selectivity=self.selectivity)
+                            cost_us=self.cost_us, selectivity=self.selectivity, **fields)
 
     def instantiate(self) -> Operator:
         """The instance a run works on: a shallow copy, whose run state ``open`` creates afresh.
@@ -135,7 +140,11 @@ class Operator:
         The flow's own object then holds no run state (results come from the instance), and
         replicas get one instance each. Override where a shallow copy would share run state.
         """
-        return copy.copy(self)
+        if not hasattr(self, "__dict__"):
+            return copy.copy(self)
+        instance = object.__new__(type(self))  # copy.copy's work without its protocol look-ups
+        instance.__dict__.update(self.__dict__)
+        return instance
 
 
 class FunctionOperator(Operator):
@@ -149,14 +158,12 @@ class FunctionOperator(Operator):
     """
 
     kind = STATELESS
+    driver = Driver.BATCH
 
     def __init__(self, inputs: int = 1, outputs: int = 1, **kw: Any):
         if outputs > 1:
             raise ValueError("function operators have at most one output port")
         super().__init__(inputs=inputs, outputs=outputs, **kw)
-
-    def spec(self) -> OperatorSpec:
-        return replace(super().spec(), driver=Driver.BATCH)
 
     def on_batch(self, items: list, port: int) -> list | None:
         """Process a batch taken from input ``port``; return the outputs (or None)."""
@@ -194,12 +201,10 @@ class SourceOperator(Operator):
     """
 
     kind = Kind.SOURCE
+    driver = Driver.PULL
 
     def __init__(self, outputs: int = 1):
         super().__init__(inputs=0, outputs=outputs)
-
-    def spec(self) -> OperatorSpec:
-        return replace(super().spec(), driver=Driver.PULL)
 
     def next_batch(self, max_items: int) -> list | None:
         """Return the next tuples (at most ``max_items``) or None when exhausted."""

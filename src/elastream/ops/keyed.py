@@ -20,7 +20,6 @@ dicts are never touched by two threads at once.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import replace
 from typing import Any
 
 from elastream.operators.base import PARTITIONED, STATEFUL, FunctionOperator, max_parallelism
@@ -86,10 +85,10 @@ class KeyedProcess(FunctionOperator):
         self.states: dict[Any, Any] = {}
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), key=self.key, partitions=self.partitions, key_groups=self.key_groups,
-                       strategy=self.strategy, key_range=self.key_range, on_end=self.on_end, ends_by_key=True,
-                       movable_state=True,
-                       declared=Declared("keyed_process", self.step, self.state_factory, self.on_end))
+        return self.spec_with(key=self.key, partitions=self.partitions, key_groups=self.key_groups,
+                              strategy=self.strategy, key_range=self.key_range, on_end=self.on_end, ends_by_key=True,
+                              movable_state=True,
+                              declared=Declared("keyed_process", self.step, self.state_factory, self.on_end))
 
     def open(self, ctx) -> None:
         self.states = {}
@@ -179,9 +178,9 @@ class KeyedReduce(FunctionOperator):
         self.acc: dict[Any, Any] = {}
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), key=self.key, partitions=self.partitions, key_groups=self.key_groups,
-                       strategy=self.strategy, key_range=self.key_range, one_to_one=True, movable_state=True,
-                       declared=Declared("keyed_reduce", self.fn, self.initial))
+        return self.spec_with(key=self.key, partitions=self.partitions, key_groups=self.key_groups,
+                              strategy=self.strategy, key_range=self.key_range, one_to_one=True, movable_state=True,
+                              declared=Declared("keyed_reduce", self.fn, self.initial))
 
     def open(self, ctx) -> None:
         self.acc = {}
@@ -237,8 +236,8 @@ class StatefulProcess(FunctionOperator):
         self.state: Any = None
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), on_end=self.on_end, movable_state=True,
-                       declared=Declared("stateful_process", self.step, self.state_factory, self.on_end))
+        return self.spec_with(on_end=self.on_end, movable_state=True,
+                              declared=Declared("stateful_process", self.step, self.state_factory, self.on_end))
 
     def open(self, ctx) -> None:
         self.state = self.state_factory()

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import SourceOperator
@@ -87,8 +86,8 @@ class FromParquet(SourceOperator):
         """Declares ``parquet_source`` with options ``files`` (a callable: the files in read order,
         a folder listed when it is called) and ``columns`` (a tuple, or None for every column)."""
         columns = tuple(self.columns) if self.columns is not None else None
-        return replace(super().spec(), declared=Declared("parquet_source",
-                                                         options={"files": self.files, "columns": columns}))
+        return self.spec_with(declared=Declared("parquet_source",
+                                                options={"files": self.files, "columns": columns}))
 
     def open(self, ctx: OperatorContext) -> None:
         self._rows, self._pos, self._next_file = [], 0, 0

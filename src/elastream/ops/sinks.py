@@ -6,7 +6,6 @@ Threading: a sink runs in one worker at a time (``max_workers`` is 1).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from elastream.operators.base import FunctionOperator
@@ -39,7 +38,7 @@ class Collect(FunctionOperator):
         return self.items
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), declared=Declared("collect"))
+        return self.spec_with(declared=Declared("collect"))
 
 
 class Callback(FunctionOperator):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 from typing import Any
 
 from elastream.operators.base import STATELESS, UNBOUNDED, FunctionOperator, Operator, Status
@@ -31,7 +30,7 @@ class Map(FunctionOperator):
         return list(map(self.fn, items))
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), one_to_one=True, declared=Declared("map", self.fn))
+        return self.spec_with(one_to_one=True, declared=Declared("map", self.fn))
 
     def describe(self) -> str:
         return f"Map({_fn_name(self.fn)})"
@@ -51,7 +50,7 @@ class Filter(FunctionOperator):
         return list(filter(self.pred, items))
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), declared=Declared("filter", self.pred))
+        return self.spec_with(declared=Declared("filter", self.pred))
 
     def describe(self) -> str:
         return f"Filter({_fn_name(self.pred)})"
@@ -75,7 +74,7 @@ class FlatMap(FunctionOperator):
         return out
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), declared=Declared("flat_map", self.fn))
+        return self.spec_with(declared=Declared("flat_map", self.fn))
 
     def describe(self) -> str:
         return f"FlatMap({_fn_name(self.fn)})"
@@ -95,7 +94,7 @@ class Union(FunctionOperator):
         return items
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), declared=Declared("union"))
+        return self.spec_with(declared=Declared("union"))
 
 
 class Barrier(Operator):

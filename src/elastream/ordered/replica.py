@@ -15,7 +15,6 @@ Threading: one worker at a time runs a replica (it owns its operator's state).
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from time import perf_counter
 
 from elastream.operators.base import Driver, Operator, Status
@@ -82,7 +81,7 @@ class OrderedReplica(Operator):
         self.cost_us, self.selectivity = spec.cost_us, spec.selectivity  # declared costs, for offline placement
 
     def spec(self) -> OperatorSpec:
-        return replace(super().spec(), reports_as=self.origin)
+        return self.spec_with(reports_as=self.origin)
 
     def instantiate(self) -> OrderedReplica:
         """The run's replica, over the run's own instance of the operator (the flow's keeps no state)."""
@@ -142,7 +141,10 @@ class OrderedReplica(Operator):
         return [out or [] for out in per_input], True
 
     def export_partition(self, group: int) -> tuple:
-        """Remove the state of key group ``group`` from this replica's operator; the message carrying it to the merge."""
+        """Remove the state of key group ``group`` from this replica's operator.
+
+        Returns the message that carries it to the merge.
+        """
         moved = self.inner.export_state((group,)) if self.movable_state else {}
         return STATE_SEQ, self.index, group, moved
 

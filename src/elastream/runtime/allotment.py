@@ -84,8 +84,8 @@ class ParallelFunctionTask(FunctionTask):
     shared = True
 
     def __init__(self, name: str, op: Operator, index: int, batch_size: int, *, reorder: str = "nonblocking",
-                 partitioning: str = "hybrid"):
-        super().__init__(name, op, index, batch_size)
+                 partitioning: str = "hybrid", spec: OperatorSpec | None = None):
+        super().__init__(name, op, index, batch_size, spec)
         spec = self.spec
         self.partitioned = spec.kind is Kind.PARTITIONED
         self._intake = threading.Lock()           # take from the input + number: one atomic step

@@ -67,8 +67,9 @@ def make_task(name: str, op: Operator, index: int, *, batch_size: int, threads: 
     """The task of one operator instance: shared by several workers when its spec allows it (ordered-multicore §2.2)."""
     spec = op.spec()
     if wants_allotment(spec, threads):
-        return ParallelFunctionTask(name, op, index, batch_size, reorder=reorder, partitioning=partitioning)
-    return task_class(spec)(name, op, index, batch_size)
+        return ParallelFunctionTask(name, op, index, batch_size, reorder=reorder, partitioning=partitioning,
+                                    spec=spec)
+    return task_class(spec)(name, op, index, batch_size, spec)
 
 
 def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: int = 1,

@@ -23,6 +23,7 @@ from elastream.runtime.traps import COMPLETED, PREEMPT, Outcome, ReadWait, WaitM
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.operators.base import Operator
+    from elastream.operators.spec import OperatorSpec
     from elastream.runtime.buffer import PortBuffer
     from elastream.runtime.context import Context
     from elastream.runtime.scheduler import Scheduler
@@ -41,13 +42,13 @@ class Task:
     #: runtime.clock), bound once so a batch pays one plain call as with perf_counter.
     now = staticmethod(REAL_CLOCK.now)
 
-    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int, spec: OperatorSpec | None = None):
         self.name = name
         self.op = op
         self.index = index
         self.batch_size = batch_size
         #: What the operator is, frozen (read once here: the runtime matches on it, never on classes).
-        self.spec = op.spec()
+        self.spec = op.spec() if spec is None else spec
         self.kind = self.spec.kind
         self.state = OperatorState.READY
         self.inputs: list[PortBuffer] = []
@@ -236,8 +237,8 @@ class CoroutineTask(Task):
 
     implicit_waits = False
 
-    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
-        super().__init__(name, op, index, batch_size)
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int, spec: OperatorSpec | None = None):
+        super().__init__(name, op, index, batch_size, spec)
         self.coro: Any = None
 
     def open(self, context: Context) -> None:
@@ -265,8 +266,8 @@ class CoroutineTask(Task):
 class FunctionTask(Task):
     """Drives a :class:`FunctionOperator` batch by batch."""
 
-    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
-        super().__init__(name, op, index, batch_size)
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int, spec: OperatorSpec | None = None):
+        super().__init__(name, op, index, batch_size, spec)
         self._rr = 0
         self._inputs_done = False
         self._read_wait: ReadWait | None = None
@@ -326,8 +327,8 @@ class FunctionTask(Task):
 class SourceTask(Task):
     """Drives a :class:`SourceOperator` by pulling batches."""
 
-    def __init__(self, name: str, op: Operator, index: int, batch_size: int):
-        super().__init__(name, op, index, batch_size)
+    def __init__(self, name: str, op: Operator, index: int, batch_size: int, spec: OperatorSpec | None = None):
+        super().__init__(name, op, index, batch_size, spec)
         self._exhausted = False
         self._side = op.n_outputs > 1
 

@@ -16,11 +16,10 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import elastream as es
+from parquet_parts import write_user_amounts
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -31,15 +30,7 @@ ROWS_PER_FILE = 40
 @pytest.fixture
 def parquet_files(tmp_path) -> list[Path]:
     """``FILES`` Parquet files of (user, amount), amount counting up across the files."""
-    files = []
-    for i in range(FILES):
-        amounts = range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE)
-        table = pa.table({"user": pa.array([f"u{a * 7 % 5}" for a in amounts], pa.string()),
-                          "amount": pa.array(list(amounts), pa.int64())})
-        path = tmp_path / f"part-{i:03d}.parquet"
-        pq.write_table(table, path)
-        files.append(path)
-    return files
+    return write_user_amounts(tmp_path, FILES, ROWS_PER_FILE, users=5, step=7)
 
 
 def rows() -> list[dict]:

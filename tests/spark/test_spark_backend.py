@@ -17,8 +17,6 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import elastream as es
@@ -27,6 +25,7 @@ from elastream.runtime.decisions import SetThreads
 from elastream.runtime.handle import RunHandle
 from elastream.spark.backend import SparkRunHandle
 from elastream.spark.streaming import SparkTranslationError
+from parquet_parts import write_user_amounts
 
 pytestmark = pytest.mark.spark
 
@@ -35,15 +34,7 @@ ROWS_PER_FILE = 10
 
 def write_files(folder: Path, n_files: int) -> list[Path]:
     """``n_files`` Parquet files of (user, amount), amount counting up across files."""
-    files = []
-    for i in range(n_files):
-        amounts = range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE)
-        table = pa.table({"user": pa.array([f"u{a * 3 % 4}" for a in amounts], pa.string()),
-                          "amount": pa.array(list(amounts), pa.int64())})
-        path = folder / f"part-{i:03d}.parquet"
-        pq.write_table(table, path)
-        files.append(path)
-    return files
+    return write_user_amounts(folder, n_files, ROWS_PER_FILE, users=4, step=3)
 
 
 # -- step functions (module level: pickled by reference, imported by the workers) ---------------------------------

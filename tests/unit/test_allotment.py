@@ -186,7 +186,7 @@ def test_an_exception_in_a_shared_operator_stops_the_flow_with_its_name():
     assert "boom" in str(info.value) and "bad tuple 777" in str(info.value)
 
 
-def test_shutdown_while_several_workers_share_an_operator():
+def test_shutdown_while_several_workers_share_an_operator(wait_until):
     def slow(x):
         time.sleep(0.001)
         return x
@@ -195,7 +195,8 @@ def test_shutdown_while_several_workers_share_an_operator():
     flow.source(es.ops.FromGenerator(lambda: iter(range(10**9))), name="src").map(slow, name="slow").collect(
         name="out")
     handle = es.Runner(threads=4, batch_size=4).start(flow)
-    time.sleep(0.3)
+    wait_until(lambda: handle.stats().operators["slow"].peak_workers >= 2 and handle.stats().operators["out"].tuples_in,
+               timeout=30, what="several workers on the operator and tuples through it")
     result = handle.shutdown(timeout=10)
     assert result.shutdown
     out = result.outputs["out"]

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from elastream.ordered.partitioning import PARTITIONING_SCHEMES
+from elastream.ordered.reorder import REORDER_SCHEMES
 
 #: Environment variable that sets the young-generation GC threshold during runs ("off": leave it alone).
 GC_THRESHOLD_ENV = "ELASTREAM_GC_THRESHOLD"
@@ -70,9 +73,6 @@ class OrderingConfig:
     replica_window_ms: float | None = None
 
     def __post_init__(self) -> None:
-        from elastream.ordered.partitioning import PARTITIONING_SCHEMES
-        from elastream.ordered.reorder import REORDER_SCHEMES
-
         if self.reorder not in REORDER_SCHEMES:
             raise ValueError(f"unknown reorder scheme {self.reorder!r}; choose one of {', '.join(REORDER_SCHEMES)}")
         if self.partitioning not in PARTITIONING_SCHEMES:
@@ -175,6 +175,4 @@ class RunConfig:
 
     def for_part(self) -> RunConfig:
         """The config one process's part of a multi-process run starts its own engine with."""
-        from dataclasses import replace
-
         return replace(self, processes=1, backend="threads", replicas=None, placement="auto")

@@ -120,8 +120,7 @@ class ThreadRunHandle:
                 if deadline is not None and perf_counter() >= deadline:
                     raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
         except KeyboardInterrupt:
-            self._explicit_shutdown = True
-            self.sched.request_shutdown()
+            self.request_shutdown()
             self._finish(join_timeout=self.config.scheduling.shutdown_grace_s + 2.0)
             raise
         return self._finish(join_timeout=None if deadline is None else max(0.1, deadline - perf_counter()))

@@ -18,7 +18,7 @@ Example::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,3 +61,28 @@ class Applied:
     """Seconds since the run started."""
     ok: bool
     why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Levels:
+    """A running flow's parallelism at one moment: what controllers read and decisions change.
+
+    ``threads[p]`` is the number of worker threads of process ``p`` (0: the parent);
+    ``replicas`` the replicas taking work per replicated operator (or fused chain, by its
+    first operator's name); ``fused`` the chains running as one task, each as its
+    operators' names in flow order.
+    """
+
+    threads: tuple[int, ...] = (1,)
+    replicas: dict[str, int] = field(default_factory=dict)
+    fused: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def processes(self) -> int:
+        """Worker processes (the parent included)."""
+        return len(self.threads)
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (for the timeline and monitoring)."""
+        return {"threads": list(self.threads), "processes": self.processes, "replicas": dict(self.replicas),
+                "fused": [list(chain) for chain in self.fused]}

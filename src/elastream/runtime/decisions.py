@@ -19,6 +19,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +50,52 @@ class MoveKeyGroups:
     reason: str = ""
 
 
-Decision = SetThreads | SetReplicas | MoveKeyGroups
+@dataclass(frozen=True, slots=True)
+class SetProcesses:
+    """Run the flow over ``count`` worker processes (the parent included).
+
+    What a GIL-aware thread controller proposes when more threads add busy
+    time but no CPU time: the CPU has to come from processes instead.
+    """
+
+    count: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Fuse:
+    """Run ``chain`` (consecutive stateless operators, names in flow order) as one task."""
+
+    chain: tuple[str, ...]
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Unfuse:
+    """Run the operators of the fused ``chain`` as separate tasks again."""
+
+    chain: tuple[str, ...]
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class HotKey:
+    """Informational: key group ``group`` carries ``share`` of operator ``operator``'s load.
+
+    More replicas cannot help a hot key group (all of its tuples go to one
+    replica), so the timeline names it and the replica controller does not
+    add replicas for ``operator``. Applying it changes nothing.
+    """
+
+    operator: str
+    group: int
+    share: float
+    reason: str = ""
+    informational: ClassVar[bool] = True
+    """Recorded in the timeline, never submitted to the run."""
+
+
+Decision = SetThreads | SetReplicas | MoveKeyGroups | SetProcesses | Fuse | Unfuse | HotKey
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,7 +127,7 @@ class Scheduler:
         Only a failure takes effect now; the last worker's outcome decides the task's state.
         """
         if type(outcome) is Failed:
-            self._record_failure(task.name, outcome)
+            self._record_failure(*_named_failure(task, outcome))
         elif task not in self.ready and task.shareable():
             self.ready[task] = None
             if self.idle_workers:
@@ -189,11 +189,7 @@ class Scheduler:
         elif type(outcome) is ExternalWait:
             self._mark_external_blocked(task, outcome)
         elif type(outcome) is Failed:
-            origin = task.spec.reports_as
-            if origin is None:
-                self._record_failure(task.name, outcome)
-            else:  # a replica: the error names the user's operator, the details which replica
-                self._record_failure(origin, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}"))
+            self._record_failure(*_named_failure(task, outcome))
             self._mark_completed(task)
         else:
             error = TypeError(f"operator {task.name!r} suspended with unknown message {outcome!r}; "
@@ -434,6 +430,18 @@ class Scheduler:
     def snapshot_states(self) -> dict[str, str]:
         """Operator name → state name (for progress displays)."""
         return {t.name: t.state.value for t in self.tasks}
+
+
+def _named_failure(task: Task, outcome: Failed) -> tuple[str, Failed]:
+    """The operator a failure names: the member of a fused chain that raised (runtime.fusion), the user's
+    operator of a replica (the details say which replica), else the task's own."""
+    member = getattr(task.op, "failed_member", None)
+    if member is not None:
+        return member, outcome
+    origin = task.spec.reports_as
+    if origin is None:
+        return task.name, outcome
+    return origin, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}")
 
 
 def _cannot_block(wait: ReadWait) -> bool:

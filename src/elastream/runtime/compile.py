@@ -5,7 +5,8 @@ Runs in the thread that starts the run, before any worker exists.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from elastream.graph.flow import Flow
 from elastream.operators.base import Operator
@@ -13,15 +14,23 @@ from elastream.operators.spec import Driver, OperatorSpec
 from elastream.runtime.allotment import ParallelFunctionTask, wants_allotment
 from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.context import Context, InputPort, OutputPort
+from elastream.runtime.fusion import FusedChain, find_chains, fused_name
 from elastream.runtime.task import CoroutineTask, FunctionTask, SourceTask, Task
 
 
 @dataclass(slots=True)
 class CompiledFlow:
-    """Tasks in flow order, plus each task's context."""
+    """Tasks in flow order, plus each task's context.
+
+    ``instances`` holds every operator's run instance by its name (a fused chain's members
+    too: ``handle.operator(name)`` and the results read it); ``fused`` the chains that run as
+    one task, each as its members' names in flow order (:mod:`elastream.runtime.fusion`).
+    """
 
     tasks: list[Task]
     contexts: dict[str, Context]
+    instances: dict[str, Operator] = field(default_factory=dict)
+    fused: tuple[tuple[str, ...], ...] = ()
 
 
 def _link(tasks: dict[str, Task]) -> None:
@@ -63,9 +72,9 @@ def task_class(spec: OperatorSpec) -> type[Task]:
 
 
 def make_task(name: str, op: Operator, index: int, *, batch_size: int, threads: int, reorder: str,
-              partitioning: str) -> Task:
+              partitioning: str, spec: OperatorSpec | None = None) -> Task:
     """The task of one operator instance: shared by several workers when its spec allows it (ordered-multicore §2.2)."""
-    spec = op.spec()
+    spec = op.spec() if spec is None else spec
     if wants_allotment(spec, threads):
         return ParallelFunctionTask(name, op, index, batch_size, reorder=reorder, partitioning=partitioning,
                                     spec=spec)
@@ -73,8 +82,8 @@ def make_task(name: str, op: Operator, index: int, *, batch_size: int, threads: 
 
 
 def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: int = 1,
-                 reorder: str = "nonblocking", partitioning: str = "hybrid") -> CompiledFlow:
-    """Create one task per operator and one buffer per input port.
+                 reorder: str = "nonblocking", partitioning: str = "hybrid", fuse: bool = False) -> CompiledFlow:
+    """Create one task per operator (per fused chain with ``fuse``) and one buffer per input port.
 
     A port holds ``max_queue_size`` tuples, or more when its operator declares
     ``input_capacity`` or the operator feeding it declares ``output_capacity``.
@@ -82,19 +91,59 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
     With ``threads > 1``, stateless and partitioned function operators get a
     :class:`~elastream.runtime.allotment.ParallelFunctionTask` whose order
     keeping uses the ``reorder`` and ``partitioning`` schemes.
+
+    With ``fuse``, each maximal chain of consecutive stateless function operators
+    runs as one task (:mod:`elastream.runtime.fusion`). Off by default here, so
+    tests driving tasks one by one see one task per operator; runs take it from
+    ``SchedulingConfig(fuse=...)``, on by default.
     """
     flow.validate()
-    tasks: dict[str, Task] = {}
-    for i, (name, handle) in enumerate(flow.operators.items()):
-        op = handle.operator.instantiate()  # the run's own instance: the flow's object keeps no run state
-        task = make_task(name, op, i, batch_size=batch_size, threads=threads, reorder=reorder,
-                         partitioning=partitioning)
+    instances = {name: handle.operator.instantiate() for name, handle in flow.operators.items()}
+    specs = {name: op.spec() for name, op in instances.items()}
+    chains = find_chains(flow, specs, instances) if fuse else []
+    chain_of = {name: chain for chain in chains for name in chain}
+    tasks: dict[str, Task] = {}       # by task name
+    task_of: dict[str, Task] = {}     # by operator name (every member of a chain maps to its task)
+    for i, name in enumerate(flow.operators):
+        chain = chain_of.get(name)
+        if chain is not None and name != chain[0]:
+            continue                  # a later member: its chain's task exists already
+        task = _make_chain_task(chain, instances, specs, i, batch_size=batch_size, threads=threads,
+                                reorder=reorder, partitioning=partitioning) if chain else \
+            make_task(name, instances[name], i, batch_size=batch_size, threads=threads, reorder=reorder,
+                      partitioning=partitioning, spec=specs[name])
         # An operator may need more input buffered than max_queue_size (an ordered split cuts whole batches).
         capacity = max(max_queue_size, task.spec.input_capacity)
-        task.inputs = [PortBuffer(task, p, capacity, f"{name}.in_({p})") for p in range(op.n_inputs)]
-        tasks[name] = task
+        task.inputs = [PortBuffer(task, p, capacity, f"{name}.in_({p})") for p in range(task.op.n_inputs)]
+        tasks[task.name] = task
+        for member in chain or (name,):
+            task_of[member] = task
+    _connect(flow, task_of, chain_of)
+    _link(tasks)
+    contexts = {}
+    for name, task in tasks.items():
+        inputs = [InputPort(b, task, i) for i, b in enumerate(task.inputs)]
+        outputs = [OutputPort(task, i) for i in range(len(task.outputs))]
+        contexts[name] = Context(task, inputs, outputs)
+    return CompiledFlow(list(tasks.values()), contexts, instances, tuple(chains))
+
+
+def _make_chain_task(chain: tuple[str, ...], instances: dict[str, Operator], specs: dict[str, OperatorSpec],
+                     index: int, **options: Any) -> Task:
+    """One task running the operators of ``chain`` (flow order) as a :class:`FusedChain`."""
+    op = FusedChain(chain, [instances[n] for n in chain], [specs[n] for n in chain])
+    task = make_task(fused_name(chain), op, index, spec=op.spec(), **options)
+    op.bind(task)
+    return task
+
+
+def _connect(flow: Flow, task_of: dict[str, Task], chain_of: dict[str, tuple[str, ...]]) -> None:
+    """Wire each connection between two tasks to the consumer's input buffer (a chain's inner ones are calls)."""
     for c in flow.connections:
-        src, dst = tasks[c.src], tasks[c.dst]
+        chain = chain_of.get(c.src)
+        if chain is not None and chain is chain_of.get(c.dst):
+            continue                  # inside a fused chain: the stages call each other
+        src, dst = task_of[c.src], task_of[c.dst]
         buf = dst.inputs[c.dst_port]
         # An operator may also emit in bursts larger than max_queue_size (an ordered merge releasing
         # parked batches); its consumer's port then holds a whole burst, so the producer need not
@@ -103,10 +152,3 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
         src.outputs[c.src_port].append(buf)
         buf.publishers.append(src)
         buf.open_publishers += 1
-    _link(tasks)
-    contexts = {}
-    for name, task in tasks.items():
-        inputs = [InputPort(b, task, i) for i, b in enumerate(task.inputs)]
-        outputs = [OutputPort(task, i) for i in range(len(task.outputs))]
-        contexts[name] = Context(task, inputs, outputs)
-    return CompiledFlow(list(tasks.values()), contexts)

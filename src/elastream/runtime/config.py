@@ -4,7 +4,7 @@
 ``Runner(threads=2)``, ``Runner(processes=2)``); the rarely used knobs live in
 three small groups, each a frozen value checked when it is made:
 
-* :class:`SchedulingConfig` — the engine's statistics period and shutdown grace;
+* :class:`SchedulingConfig` — the engine's statistics period, shutdown grace and operator fusion;
 * :class:`OrderingConfig` — how ordered parallelism keeps order (the reorder
   buffer and partitioned-queue schemes of ordered-multicore §3–4, and the work
   a replica may have in hand, C-Stream §4.2);
@@ -41,13 +41,16 @@ class SchedulingConfig:
     """How the engine schedules within one process.
 
     ``stats_period_ms``: the period of the statistics snapshot; ``shutdown_grace_s``: how long a
-    shutdown waits for operators before closing them.
+    shutdown waits for operators before closing them; ``fuse``: run each chain of consecutive
+    stateless function operators as one task (:mod:`elastream.runtime.fusion`; statistics still
+    list every operator). Benchmarks that rank scheduling policies on operators turn it off.
 
-    Example: ``es.Runner(scheduling=es.SchedulingConfig(stats_period_ms=50))``
+    Example: ``es.Runner(scheduling=es.SchedulingConfig(stats_period_ms=50, fuse=False))``
     """
 
     stats_period_ms: float = 100.0
     shutdown_grace_s: float = 1.0
+    fuse: bool = True
 
     def __post_init__(self) -> None:
         if not self.stats_period_ms > 0:

@@ -2,15 +2,18 @@
 
 Called from any thread (the monitor, a progress display, ``handle.stats()``);
 reads counters without locks, so a snapshot is approximate but never blocks
-the flow.
+the flow. A fused chain's task is listed as its member operators
+(:func:`member_stats`), so statistics name every operator of the flow.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from time import perf_counter
 from typing import TYPE_CHECKING
 
 from elastream.metrics.stats import FlowStats, OperatorStats, PortStats, WorkerStats
+from elastream.runtime.fusion import FusedChain, entry_name, fused_chain
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.buffer import PortBuffer
@@ -58,9 +61,65 @@ def operator_stats(task: Task, now: float) -> OperatorStats:
 def _sent_by_operator(task: Task) -> dict[str, int]:
     sent: dict[str, int] = {}
     for buf, n in list(task.sent.items()):
-        name = buf.owner.name
+        name = entry_name(buf.owner)  # a fused consumer's input is its first member's
         sent[name] = sent.get(name, 0) + n
     return sent
+
+
+def task_stats(task: Task, now: float) -> list[OperatorStats]:
+    """The operators ``task`` runs: itself, or each member of the chain it fuses (flow order)."""
+    chain = fused_chain(task)
+    if chain is None:
+        return [operator_stats(task, now)]
+    return member_stats(task, chain, now)
+
+
+def member_stats(task: Task, chain: FusedChain, now: float) -> list[OperatorStats]:
+    """One snapshot per member of a fused chain, as if each ran as its own task.
+
+    Tuple counts are each member's own (counted per batch). The task's busy and CPU
+    seconds are shared out in proportion to the members' stage times (timed per
+    batch), so the members add up to the task; with no stage timed yet, evenly.
+    Rates scale with each member's share of the chain's input (output). The first
+    member has the chain's input port and read waits, the last its output side;
+    the ports between members are calls, shown as always-empty ports that passed
+    every tuple.
+    """
+    whole = operator_stats(task, now)
+    names, n = chain.names, len(chain.names)
+    tuples_in, tuples_out = list(chain.tuples_in), list(chain.tuples_out)
+    stage_s = list(chain.stage_s)
+    timed = sum(stage_s)
+    shares = [s / timed for s in stage_s] if timed > 0 else [1.0 / n] * n
+    head_in, tail_out = tuples_in[0], tuples_out[-1]
+    out = []
+    for i, name in enumerate(names):
+        first, last = i == 0, i == n - 1
+        inputs = _renamed_ports(whole.inputs, name) if first else (_inner_port(task, name, tuples_in[i]),)
+        out.append(replace(
+            whole, name=name, busy_s=whole.busy_s * shares[i], cpu_s=whole.cpu_s * shares[i],
+            tuples_in=tuples_in[i], tuples_out=tuples_out[i],
+            read_rate=whole.read_rate * tuples_in[i] / head_in if head_in else 0.0,
+            write_rate=whole.write_rate * tuples_out[i] / tail_out if tail_out else 0.0,
+            read_blocked_s=whole.read_blocked_s if first else 0.0,
+            write_blocked_s=whole.write_blocked_s if last else 0.0,
+            output_write_blocked_ratio=whole.output_write_blocked_ratio if last else 0.0,
+            inputs=inputs, malformed=chain.views[i].malformed if chain.views else 0,
+            sent=whole.sent if last else {names[i + 1]: tuples_out[i]},
+            key_group_load=chain.members[i].key_group_load()))
+    return out
+
+
+def _renamed_ports(ports: tuple[PortStats, ...], name: str) -> tuple[PortStats, ...]:
+    return tuple(replace(p, operator=name) for p in ports)
+
+
+def _inner_port(task: Task, name: str, passed: int) -> PortStats:
+    """The port between two members of a chain: a call, never holding a tuple."""
+    capacity = task.inputs[0].capacity if task.inputs else 0
+    return PortStats(operator=name, port=0, size=0, capacity=capacity, max_size=0, writes=passed, reads=passed,
+                     dropped=0, closed=task.state.value == "completed", publishers=1, write_blocked_ratio=0.0,
+                     front_wait_s=0.0)
 
 
 def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_name: str) -> FlowStats:
@@ -73,5 +132,5 @@ def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_nam
         for w in pool.workers)
     return FlowStats(
         elapsed_s=now - started, threads=pool.target, policy=policy_name,
-        operators={t.name: operator_stats(t, now) for t in sched.tasks}, workers=workers,
+        operators={s.name: s for t in sched.tasks for s in task_stats(t, now)}, workers=workers,
     )

@@ -1,0 +1,260 @@
+"""Operator fusion: a chain of stateless function operators runs as one task (Flink's chaining, IBM Streams' fusion).
+
+Role: a compile pass. :func:`find_chains` finds the maximal chains of
+consecutive operators that may fuse (:func:`fusable`: stateless, driven batch
+by batch, one input and one output, no control input, not a replica) linked
+by a connection that is the upstream's only output and the downstream's only
+input. :func:`~elastream.runtime.compile.compile_flow` then gives each chain
+one task whose operator is a :class:`FusedChain`: per batch it calls the
+members' ``on_batch`` stage after stage over the whole list (the stages are
+bound once when the chain opens, never composed per tuple), so a tuple pays
+one buffer hop for the whole chain instead of one per operator.
+
+What stays per operator:
+
+* statistics: the chain counts each member's tuples in and out and times
+  each stage per batch (a clock read per stage and batch, about 1% of a
+  batch of identity maps); the snapshot
+  (:func:`elastream.runtime.snapshot.take_snapshot`) lists every member as an
+  operator of its own, the task's busy and CPU time shared out in proportion
+  to the stage times;
+* errors: the member that raised is recorded in :attr:`FusedChain.failed_member`,
+  which the scheduler names instead of the chain, with the member's traceback;
+* end of stream: members' ``on_inputs_closed`` run in order, each one's final
+  outputs going through the members after it;
+* each member opens with a context of its own name (its logger, its
+  malformed-record count), the chain's scheduler and deadline behind it.
+
+A fused chain is stateless, so under dynamic allotment (threads > 1) several
+workers may share it like one stateless operator (its worker bound is the
+smallest of its members'); the counters are then updated under a small lock,
+once per batch.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from elastream.operators.base import FunctionOperator, Operator
+from elastream.operators.spec import Driver, Kind, OperatorSpec
+from elastream.runtime.context import Context
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.graph.flow import Flow
+    from elastream.runtime.task import Task
+
+
+def fusable(op: Operator, spec: OperatorSpec) -> bool:
+    """May this operator be a member of a fused chain? (Its spec says so, not its class.)"""
+    return (spec.kind is Kind.STATELESS and spec.driver is Driver.BATCH and spec.inputs == 1 and spec.outputs == 1
+            and spec.reports_as is None and not op.control_inputs and not op.required_outputs())
+
+
+def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str, Operator]) -> list[tuple[str, ...]]:
+    """The maximal chains (two operators or more) that may run as one task, each in flow order; chains in flow order."""
+    outs: dict[str, int] = {}
+    ins: dict[str, int] = {}
+    for c in flow.connections:
+        outs[c.src] = outs.get(c.src, 0) + 1
+        ins[c.dst] = ins.get(c.dst, 0) + 1
+    ok = {name for name, op in instances.items() if fusable(op, specs[name])}
+    following: dict[str, str] = {}
+    for c in flow.connections:
+        if (c.src in ok and c.dst in ok and c.src_port == 0 and c.dst_port == 0
+                and outs[c.src] == 1 and ins[c.dst] == 1):
+            following[c.src] = c.dst
+    preceded = set(following.values())
+    chains = []
+    for name in flow.operators:
+        if name in following and name not in preceded:  # a chain's head (a cycle has none: never fused)
+            chain = [name]
+            while chain[-1] in following:
+                chain.append(following[chain[-1]])
+            chains.append(tuple(chain))
+    return chains
+
+
+def chain_spec(specs: Sequence[OperatorSpec]) -> OperatorSpec:
+    """The spec of a chain of ``specs``: stateless, one in, one out; workers bounded by its tightest member."""
+    costs = [s.cost_us for s in specs]
+    selectivities = [s.selectivity for s in specs]
+    selectivity = None
+    if all(s is not None for s in selectivities):
+        selectivity = 1.0
+        for s in selectivities:
+            selectivity *= s  # type: ignore[operator]
+    return OperatorSpec(
+        kind=Kind.STATELESS, inputs=1, outputs=1, driver=Driver.BATCH,
+        max_workers=min(s.max_workers for s in specs), one_to_one=all(s.one_to_one for s in specs),
+        input_capacity=specs[0].input_capacity, output_capacity=specs[-1].output_capacity,
+        cost_us=sum(costs) if all(c is not None for c in costs) else None,  # type: ignore[arg-type]
+        selectivity=selectivity)
+
+
+def fused_name(names: Sequence[str]) -> str:
+    """The task name of a chain (what ``handle.states()`` and errors never show: they name members)."""
+    return "+".join(names)
+
+
+class _MemberView:
+    """What a member's :class:`Context` reads of its task: its own name and malformed count, the chain's
+    scheduler and deadline (a member never waits on ports: the chain's task does that)."""
+
+    __slots__ = ("name", "malformed", "conj_waits", "disj_waits", "_task")
+
+    def __init__(self, task: Task, name: str):
+        self.name = name
+        self.malformed = 0
+        self.conj_waits = 0
+        self.disj_waits = 0
+        self._task = task
+
+    @property
+    def sched(self) -> Any:
+        return self._task.sched
+
+    @property
+    def deadline(self) -> float:
+        return self._task.deadline
+
+
+class FusedChain(FunctionOperator):
+    """The operator of a fused chain's task: its members' ``on_batch`` stage after stage, per batch.
+
+    ``names`` and ``members`` are the chain's operator names and run instances in
+    flow order; ``tuples_in``, ``tuples_out`` and ``stage_s`` are per member.
+    """
+
+    kind = Kind.STATELESS
+
+    def __init__(self, names: Sequence[str], members: Sequence[Operator], specs: Sequence[OperatorSpec]):
+        super().__init__(inputs=1, outputs=1)
+        self.names = tuple(names)
+        self.members = tuple(members)
+        self._spec = chain_spec(specs)
+        n = len(self.members)
+        self.tuples_in = [0] * n
+        self.tuples_out = [0] * n
+        self.stage_s = [0.0] * n
+        #: The member whose code raised first (the scheduler names it), None while none has.
+        self.failed_member: str | None = None
+        self.views: tuple[_MemberView, ...] = ()
+        self._contexts: tuple[Context, ...] = ()
+        self._stages: tuple[Callable[[list, int], Any], ...] = ()
+        self._now: Callable[[], float] = perf_counter
+        self._lock = threading.Lock()
+        self._opened = 0
+
+    def bind(self, task: Task) -> None:
+        """Give each member a context of its own name over ``task`` (at compile time)."""
+        self.views = tuple(_MemberView(task, name) for name in self.names)
+        self._contexts = tuple(Context(view, [], []) for view in self.views)  # type: ignore[arg-type]
+
+    def spec(self) -> OperatorSpec:
+        return self._spec
+
+    def describe(self) -> str:
+        return " → ".join(op.describe() for op in self.members)
+
+    # -- life cycle ------------------------------------------------------------------------------
+    def open(self, ctx: Any) -> None:
+        """Open every member in order with its own context, on the chain's clock; bind the stages once."""
+        self._now = ctx.clock.now
+        for i, (op, member_ctx) in enumerate(zip(self.members, self._contexts)):
+            member_ctx.use_clock(ctx.clock)
+            self._opened = i + 1  # close() reaches a member whose open raised half-way, as for a task
+            try:
+                op.open(member_ctx)
+            except BaseException:
+                self._fail(i)
+                raise
+        self._stages = tuple(op.on_batch for op in self.members)  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        """Close every opened member in order; the first error is raised once all have closed."""
+        first: BaseException | None = None
+        opened, self._opened = self._opened, 0
+        for i in range(opened):
+            try:
+                self.members[i].close()
+            except BaseException as exc:  # noqa: BLE001 - the others must close too (sinks flush there)
+                if first is None:
+                    first = exc
+                    self._fail(i)
+        if first is not None:
+            raise first
+
+    def _fail(self, i: int) -> None:
+        if self.failed_member is None:
+            self.failed_member = self.names[i]
+
+    # -- data --------------------------------------------------------------------------------------
+    def on_batch(self, items: list, port: int) -> list | None:
+        """Run the batch through every stage; stop early once a stage leaves nothing."""
+        now = self._now
+        marks = [now()]
+        sizes = [len(items)]
+        i = 0
+        try:
+            for i, stage in enumerate(self._stages):  # noqa: B007 - i names the member that raises
+                items = stage(items, 0)
+                marks.append(now())
+                if not items:
+                    sizes.append(0)
+                    break
+                sizes.append(len(items))
+        except BaseException:
+            self._fail(i)
+            raise
+        self._record(sizes, marks)
+        return items
+
+    def _record(self, sizes: list[int], marks: list[float]) -> None:
+        tuples_in, tuples_out, stage_s = self.tuples_in, self.tuples_out, self.stage_s
+        with self._lock:  # workers sharing the chain (dynamic allotment) add their batches one at a time
+            for j in range(len(sizes) - 1):
+                tuples_in[j] += sizes[j]
+                tuples_out[j] += sizes[j + 1]
+                stage_s[j] += marks[j + 1] - marks[j]
+
+    def on_inputs_closed(self) -> list | None:
+        """End of stream, member after member: each one's final outputs go through the members after it."""
+        carry: list = []
+        now = self._now
+        for i, op in enumerate(self.members):
+            t0 = now()
+            try:
+                out = list(self._stages[i](carry, 0) or ()) if carry else []
+                end = op.on_inputs_closed()  # type: ignore[attr-defined]
+            except BaseException:
+                self._fail(i)
+                raise
+            if end:
+                out.extend(end)
+            with self._lock:
+                self.tuples_in[i] += len(carry)
+                self.tuples_out[i] += len(out)
+                self.stage_s[i] += now() - t0
+            carry = out
+        return carry or None
+
+
+def fused_chain(task: Task) -> FusedChain | None:
+    """The chain ``task`` runs, or None for a task of one operator."""
+    op = task.op
+    return op if isinstance(op, FusedChain) else None
+
+
+def member_names(task: Task) -> tuple[str, ...]:
+    """The user's operators a task runs: a fused chain's members, else its own name."""
+    chain = fused_chain(task)
+    return chain.names if chain is not None else (task.name,)
+
+
+def entry_name(task: Task) -> str:
+    """The operator whose input port ``task``'s input is (a chain's first member)."""
+    chain = fused_chain(task)
+    return chain.names[0] if chain is not None else task.name

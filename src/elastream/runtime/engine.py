@@ -29,6 +29,7 @@ from elastream.runtime import gc_tuning
 from elastream.runtime.compile import compile_flow
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
+from elastream.runtime.fusion import member_names
 from elastream.runtime.handle import RunResult, wait_slice
 from elastream.runtime.monitor import Monitor
 from elastream.runtime.periodic import PeriodListener, PeriodSampler
@@ -45,8 +46,12 @@ class ThreadRunHandle:
         self.config = config
         scheduling, ordering = config.scheduling, config.ordering
         compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=config.batch_size,
-                                threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning)
+                                threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning,
+                                fuse=scheduling.fuse)
         self._tasks = compiled.tasks
+        self._instances = compiled.instances  # every operator's run instance, fused chains' members too
+        self.fused = compiled.fused
+        """The chains of operators running as one task each (member names in flow order)."""
         self.policy = create_policy(config.policy, seed=config.seed)
         self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=scheduling.shutdown_grace_s)
         self.pool = WorkerPool(self.sched, compiled.contexts, config.quantum_ms / 1000.0)
@@ -139,10 +144,10 @@ class ThreadRunHandle:
                 self.monitor.sample_rates()
                 stats = self.stats()
                 outputs = {}
-                for t in self._tasks:
-                    value = t.op.result()
+                for name, op in self._instances.items():
+                    value = op.result()
                     if value is not None:
-                        outputs[t.name] = value
+                        outputs[name] = value
                 self._result = RunResult(outputs=outputs, stats=stats, elapsed_s=self._ended - self._started,
                                          shutdown=self._explicit_shutdown)
         failure = self.sched.failure
@@ -163,9 +168,8 @@ class ThreadRunHandle:
 
     def operator(self, name: str) -> Operator:
         """The running instance of operator ``name`` (its live state; the flow's own object holds none)."""
-        for t in self._tasks:
-            if t.name == name:
-                return t.op
+        if name in self._instances:
+            return self._instances[name]
         raise KeyError(f"no operator {name!r} in flow {self.flow.name!r}")
 
     def allotment_statistics(self) -> dict[str, dict]:
@@ -179,7 +183,7 @@ class ThreadRunHandle:
 
     def states(self) -> dict[str, str]:
         """Operator name → scheduling state."""
-        return self.sched.snapshot_states()
+        return {name: t.state.value for t in self._tasks for name in member_names(t)}
 
 
 def start_threads(flow: Flow, config: RunConfig) -> ThreadRunHandle:

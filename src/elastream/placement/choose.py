@@ -16,12 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from elastream.errors import FlowValidationError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats
 from elastream.placement.graph import PlacementGraph
 from elastream.placement.plan import PlacementPlan, place, round_robin
 
 Planner = Callable[[PlacementGraph, int], PlacementPlan]
+
+#: What separates an operator's name from its replica's suffix in a placement ("sum#0", "sum#split").
+REPLICA_SEP = "#"
 
 #: Placement plug-ins by name. "auto" is TurboStream §V's offline plan (consolidation + bisection).
 PLANNERS: dict[str, Planner] = {"auto": place, "round_robin": round_robin}
@@ -40,6 +44,7 @@ def resolve_assignment(placement: Any, flow: Flow, processes: int) -> dict[str, 
     runs as TurboStream's stop-and-restart does).
     """
     if isinstance(placement, Mapping):
+        check_assignment(placement, flow, processes)
         return dict(placement)
     if isinstance(placement, PlacementPlan):
         return dict(placement.assignment)
@@ -50,3 +55,35 @@ def resolve_assignment(placement: Any, flow: Flow, processes: int) -> dict[str, 
         raise ValueError(f"unknown placement {placement!r}: use one of {', '.join(sorted(PLANNERS))}, "
                          "a PlacementPlan or a dict")
     return dict(planner(PlacementGraph.from_flow(flow), processes).assignment)
+
+
+def check_assignment(assignment: Mapping[str, Any], flow: Flow, processes: int) -> None:
+    """Raise FlowValidationError unless ``assignment`` puts every operator of ``flow`` on one of ``processes``.
+
+    Keys may also name an operator's replicas, split or merge (``"sum#0"``, ``"sum#split"``); whether
+    those are asked for is checked where the replicas are made. The message lists the valid names.
+
+    Example: ``check_assignment({"src": 0, "nope": 1}, flow, 2)`` raises, naming 'nope' and the flow's operators.
+    """
+    valid = f"(its operators: {', '.join(sorted(flow.operators))})"
+    for key in assignment:
+        if _operator_of(key, flow) is None:
+            raise FlowValidationError(f"placement names operator {key!r}, which is not in flow {flow.name!r} "
+                                      f"{valid}", operator=key)
+    for key, process in assignment.items():
+        if not isinstance(process, int) or isinstance(process, bool) or not 0 <= process < processes:
+            raise FlowValidationError(f"placement puts {key!r} on process {process!r}, but a run of {processes} "
+                                      f"processes has processes 0..{processes - 1}", operator=key)
+    covered = {_operator_of(key, flow) for key in assignment}
+    missing = [name for name in flow.operators if name not in covered]
+    if missing:
+        raise FlowValidationError(f"placement gives no process to {', '.join(map(repr, missing))} of flow "
+                                  f"{flow.name!r}: name every operator {valid}", operator=missing[0])
+
+
+def _operator_of(key: str, flow: Flow) -> str | None:
+    """The flow's operator ``key`` names: itself, or the one whose replica, split or merge it is."""
+    if key in flow.operators:
+        return key
+    base = key.rpartition(REPLICA_SEP)[0]
+    return base if base in flow.operators else None

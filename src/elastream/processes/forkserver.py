@@ -25,8 +25,11 @@ import atexit
 import json
 import os
 import pickletools
+import shutil
 import sys
+import tempfile
 import threading
+import traceback
 import weakref
 from types import ModuleType
 from typing import Any
@@ -44,6 +47,12 @@ FORKSERVER_PRELOAD = ("elastream", "elastream.processes.child", "elastream.proce
                       "runpy", "pkgutil", "multiprocessing.popen_forkserver")
 #: A worker's spec larger than this is not scanned for modules to preload (the scan runs in Python).
 PRELOAD_SCAN_BYTES = 1 << 20
+#: Most lines of a worker's start-up error the parent keeps for its WorkerProcessError.
+STARTUP_ERROR_LINES = 12
+
+#: Folder where workers forked from this process's fork server leave an error that killed them while
+#: they started (None: no fork server started by this process yet).
+_startup_errors_dir: str | None = None
 
 #: Runs whose workers were forked from the server and have not ended (it must not stop under them).
 _users: weakref.WeakSet[Any] = weakref.WeakSet()
@@ -88,12 +97,34 @@ def start_fork_server(ctx: Any, preload: list[str], sources: list[str]) -> None:
     """
     from multiprocessing import forkserver
 
+    global _startup_errors_dir
+    if _startup_errors_dir is None:
+        _startup_errors_dir = tempfile.mkdtemp(prefix="elastream-startup-")
     ctx.set_forkserver_preload(preload)
-    os.environ[FORKSERVER_SETUP_ENV] = json.dumps({"sys_path": sys.path, "compile": sources})
+    os.environ[FORKSERVER_SETUP_ENV] = json.dumps({"sys_path": sys.path, "compile": sources,
+                                                   "startup_errors": _startup_errors_dir})
     try:
         forkserver.ensure_running()
     finally:
         os.environ.pop(FORKSERVER_SETUP_ENV, None)
+
+
+def startup_error(pid: int | None) -> str:
+    """The last lines of the error that killed worker ``pid`` while it started ("" if it left none).
+
+    Only workers forked from the fork server leave one (:func:`record_startup_errors`); the file is
+    removed once read.
+    """
+    if _startup_errors_dir is None or pid is None:
+        return ""
+    path = os.path.join(_startup_errors_dir, f"{pid}.err")
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        os.unlink(path)
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-STARTUP_ERROR_LINES:])
 
 
 def use_fork_server(run: Any) -> None:
@@ -128,7 +159,15 @@ def stop_fork_server() -> bool:
     if not fork_server_running():
         return False
     forkserver._forkserver._stop()  # closes its "alive" pipe (it exits at EOF) and waits for it
+    _remove_startup_errors_dir()
     return True
+
+
+def _remove_startup_errors_dir() -> None:
+    global _startup_errors_dir
+    if _startup_errors_dir is not None:
+        shutil.rmtree(_startup_errors_dir, ignore_errors=True)
+        _startup_errors_dir = None
 
 
 def _stop_at_exit() -> None:
@@ -136,6 +175,8 @@ def _stop_at_exit() -> None:
         stop_fork_server()
     except (RuntimeError, OSError):
         pass  # runs still going at exit: the server ends when this process's end closes its pipe
+    finally:
+        _remove_startup_errors_dir()
 
 
 atexit.register(_stop_at_exit)
@@ -251,9 +292,31 @@ def set_up_fork_server() -> None:
     setup = json.loads(raw)
     parent = [p for p in setup.get("sys_path", []) if isinstance(p, str)]
     sys.path[:] = parent + [p for p in sys.path if p not in parent]
+    if isinstance(setup.get("startup_errors"), str):
+        record_startup_errors(setup["startup_errors"])
     sources = CompiledSources.install()
     for path in setup.get("compile", []):
         sources.add(path)
+
+
+def record_startup_errors(directory: str) -> None:
+    """In the fork server: make a worker that dies while it starts leave its error in ``directory``.
+
+    Such an error (re-running the main script fails, say) reaches ``sys.excepthook`` in the
+    forked worker before any of elastream's code runs there; the hook installed here writes it
+    to ``<directory>/<pid>.err`` as well as to stderr, for :func:`startup_error` in the parent.
+    """
+    previous = sys.excepthook
+
+    def hook(kind: Any, value: Any, tb: Any) -> None:
+        try:
+            with open(os.path.join(directory, f"{os.getpid()}.err"), "w", encoding="utf-8") as f:
+                f.write("".join(traceback.format_exception(kind, value, tb)))
+        except OSError:
+            pass  # the parent still reports the exit code
+        previous(kind, value, tb)
+
+    sys.excepthook = hook
 
 
 class CompiledSources:

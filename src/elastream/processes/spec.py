@@ -11,14 +11,22 @@ blocking between streams).
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import cloudpickle
+
+from elastream.errors import FlowValidationError
 from elastream.graph.flow import Connection, Flow
 from elastream.runtime.config import RunConfig
 from elastream.ordered.split_merge import OrderedSplit
 
 PROXY_PREFIX = "__ring_"
+#: How deep :func:`find_unpicklable` looks inside an operator for the object that cannot be pickled.
+UNPICKLABLE_SEARCH_DEPTH = 6
+#: How many items of one container or object it tries at each level.
+UNPICKLABLE_SEARCH_WIDTH = 200
 #: Longest quantum (ms) in a process that hosts a balancing split/merge pair.
 BALANCING_QUANTUM_MS = 10.0
 
@@ -57,6 +65,100 @@ class ChildSpec:
     config: RunConfig = field(default_factory=RunConfig)
     """The part's own engine configuration (one process, threads backend)."""
     batch_size: int = 256
+
+
+class UnpicklableOperatorError(FlowValidationError):
+    """An operator placed on a worker process holds something that cannot be pickled (sent to that process).
+
+    ``operator`` names it, ``where`` says where inside it the culprit sits (e.g. ``fn, closure variable 'f'``)
+    and ``__cause__`` is pickle's own error.
+    """
+
+    def __init__(self, operator: str, op: Any, process: int, where: str, culprit: Any, cause: BaseException):
+        inside = f": {where} is a {type(culprit).__name__}" if where else ""
+        super().__init__(
+            f"operator {operator!r} ({type(op).__name__}) cannot be sent to worker process {process}{inside}, "
+            f"which cannot be pickled ({type(cause).__name__}: {cause}). An open file, a lock, a socket or a "
+            f"generator cannot cross processes: create it in the operator's open() or inside the function "
+            f"(open the file there), or keep the operator in this process with "
+            f"placement={{{operator!r}: 0, ...}}", operator=operator)
+        self.where = where
+
+
+def pickle_specs(specs: list[ChildSpec]) -> list[bytes]:
+    """Each worker's ChildSpec, cloudpickled; an operator that cannot be raises :class:`UnpicklableOperatorError`."""
+    payloads = []
+    for spec in specs:
+        try:
+            payloads.append(cloudpickle.dumps(spec))
+        except Exception as error:  # noqa: BLE001 - pickle raises many kinds (TypeError, PicklingError, ...)
+            raise _blame_operator(spec, error) from error
+    return payloads
+
+
+def _blame_operator(spec: ChildSpec, error: Exception) -> Exception:
+    """The error naming the operator of ``spec`` that cannot be pickled (``error`` itself if none alone fails)."""
+    for name, op in spec.operators:
+        found = find_unpicklable(op)
+        if found is not None:
+            where, culprit, cause = found
+            return UnpicklableOperatorError(name, op, spec.index, where, culprit, cause)
+    return error
+
+
+def find_unpicklable(obj: Any, depth: int = UNPICKLABLE_SEARCH_DEPTH) -> tuple[str, Any, Exception] | None:
+    """(where, object, pickle's error) for the innermost part of ``obj`` that cannot be pickled; None if it can.
+
+    ``where`` is a path of attributes, closure variables, globals and items (empty: ``obj`` itself).
+    Only called after pickling failed, so its cost never touches a run that starts.
+
+    Example: ``find_unpicklable(lambda: lock)[0] == "global 'lock'"`` for a ``threading.Lock`` global.
+    """
+    try:
+        cloudpickle.dumps(obj)
+        return None
+    except Exception as error:  # noqa: BLE001 - any failure to pickle
+        cause = error
+    if depth > 0:
+        for label, part in _parts(obj):
+            found = find_unpicklable(part, depth - 1)
+            if found is not None:
+                where, culprit, inner = found
+                return (f"{label} -> {where}" if where else label), culprit, inner
+    return "", obj, cause
+
+
+def _parts(obj: Any) -> list[tuple[str, Any]]:
+    """What pickling ``obj`` pickles too, each with a label for the user."""
+    if isinstance(obj, types.FunctionType):
+        return _function_parts(obj)
+    if isinstance(obj, types.MethodType):
+        return [("method's object", obj.__self__)]
+    if isinstance(obj, dict):
+        return [(f"item {k!r}", v) for k, v in list(obj.items())[:UNPICKLABLE_SEARCH_WIDTH]]
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [(f"item {i}", v) for i, v in enumerate(list(obj)[:UNPICKLABLE_SEARCH_WIDTH])]
+    state = getattr(obj, "__dict__", None)
+    parts = list(state.items()) if isinstance(state, dict) else []
+    for cls in type(obj).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if isinstance(slot, str) and hasattr(obj, slot):
+                parts.append((slot, getattr(obj, slot)))
+    return [(f"attribute {k!r}", v) for k, v in parts[:UNPICKLABLE_SEARCH_WIDTH]]
+
+
+def _function_parts(fn: types.FunctionType) -> list[tuple[str, Any]]:
+    parts: list[tuple[str, Any]] = []
+    for name, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            parts.append((f"closure variable {name!r}", cell.cell_contents))
+        except ValueError:
+            continue  # an empty cell
+    for name in fn.__code__.co_names:
+        if name in fn.__globals__:
+            parts.append((f"global {name!r}", fn.__globals__[name]))
+    parts.extend((f"default {i}", d) for i, d in enumerate(fn.__defaults__ or ()))
+    return parts
 
 
 def is_proxy(name: str) -> bool:

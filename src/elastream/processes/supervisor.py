@@ -30,24 +30,24 @@ import multiprocessing as mp
 import os
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
 from typing import Any
 
-import cloudpickle
-
 from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
-from elastream.metrics.stats import FlowStats
+from elastream.metrics.stats import FlowStats, OperatorStats
 from elastream.processes import forkserver
 from elastream.processes.child import child_main
 from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.local import LocalPart
+from elastream.processes.main_guard import check_main_guard
 from elastream.processes.merge_stats import merge_stats
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
 from elastream.processes.replicate import expand_assignment
-from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
+from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, pickle_specs, split_flow
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
@@ -58,18 +58,37 @@ from elastream.runtime.periodic import PeriodListener, PeriodSampler
 WATCH_S = 0.5
 #: How long a dead worker's exit status is waited for (it is normally there at once).
 EXIT_STATUS_WAIT_S = 1.0
+#: What a worker that died while starting most likely needs (the error it printed comes before).
+STARTUP_HINT = ("a worker process first re-runs the main script (as \"__mp_main__\"): code at its top level that "
+                "fails there, or starts a run, kills the worker; put such code inside `if __name__ == \"__main__\":`")
 
 
 class WorkerProcessError(ElastreamError):
-    """A worker process died (killed, crashed) while the flow ran."""
+    """A worker process died (killed, crashed) while the flow ran, or during its start-up.
 
-    def __init__(self, index: int, pid: int | None, exitcode: int | None, operators: list[str]):
+    ``starting`` is True when it died before it had started its operators (its bootstrapping:
+    re-running the main script, unpickling its part of the flow); ``stderr_tail`` is the end of
+    what it printed then, where that could be captured (workers from the fork server).
+    """
+
+    def __init__(self, index: int, pid: int | None, exitcode: int | None, operators: list[str], *,
+                 starting: bool = False, stderr_tail: str = ""):
         how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
-        super().__init__(f"worker process {index} (pid {pid}) died ({how}); its operators: {', '.join(operators)}")
+        when = " during its start-up, before its operators ran" if starting else ""
+        message = f"worker process {index} (pid {pid}) died{when} ({how}); its operators: {', '.join(operators)}"
+        if starting and (exitcode is None or exitcode >= 0):  # not killed by a signal: it failed on its own
+            message += f"\n{STARTUP_HINT}"
+        if stderr_tail:
+            message += "\nits last lines on stderr:\n" + "\n".join(f"  {line}" for line in stderr_tail.splitlines())
+        elif starting:
+            message += "\n(its own error, if it printed one, is on stderr above)"
+        super().__init__(message)
         self.index = index
         self.pid = pid
         self.exitcode = exitcode
         self.operators = operators
+        self.starting = starting
+        self.stderr_tail = stderr_tail
 
 
 class RemoteOperatorError(ElastreamError):
@@ -115,6 +134,19 @@ class _Child:
             self.process.join(1.0)
 
 
+def _unended(children: Any) -> bool:
+    """True while one of ``children`` has not reported its end (its sentinel still matters)."""
+    return any(c.final is None for c in children)
+
+
+def not_reported(name: str, op: Any) -> OperatorStats:
+    """Statistics of operator ``name`` before its process has reported any (zero counts, ``ready``)."""
+    return OperatorStats(
+        name=name, kind=op.spec().kind, state="ready", activations=0, busy_s=0.0, read_blocked_s=0.0,
+        write_blocked_s=0.0, tuples_in=0, tuples_out=0, last_scheduled=0.0, read_rate=0.0, write_rate=0.0,
+        conjunctive_wait_fraction=0.0, disjunctive_wait_fraction=0.0, output_write_blocked_ratio=0.0)
+
+
 def remote_error(failed: Failed) -> OperatorError:
     """The OperatorError a worker's :class:`Failed` stands for (its cause rebuilt from type name and text)."""
     cause = RemoteOperatorError(f"{failed.error_type}: {failed.message}")
@@ -130,6 +162,8 @@ class ProcessRunHandle:
     """
 
     def __init__(self, flow: Flow, config: RunConfig, assignment: dict[str, int]):
+        if config.processes > 1:
+            check_main_guard()  # before anything starts: every worker would re-run an unguarded main script
         self.flow = flow
         self.config = config
         self.timeline: list[Applied] = []
@@ -188,7 +222,7 @@ class ProcessRunHandle:
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
         method = self.config.process.start_method
         ctx = mp.get_context(method)
-        payloads = [cloudpickle.dumps(spec) for spec in specs]
+        payloads = pickle_specs(specs)  # an operator that cannot go to its worker is named before any starts
         if method == "forkserver":
             forkserver.ensure_fork_server(ctx, payloads)
             forkserver.use_fork_server(self)
@@ -234,7 +268,9 @@ class ProcessRunHandle:
         sentinels = {c.process.sentinel: c for c in self._children}
         grace = self.config.scheduling.shutdown_grace_s + 2.0
         local = self._local
-        while live or (local is not None and local.final is None):
+        # Every sentinel is waited for, not only the pipes: a worker whose pipe closed without its end
+        # reported has died, and that must fail the run, never end it normally without its outputs.
+        while live or _unended(sentinels.values()) or (local is not None and local.final is None):
             local_running = local is not None and local.final is None
             waitables = list(live) + list(sentinels) + ([local.ready_fd] if local_running else [])
             # Children and the local part wake this thread when they have news; the timeout only bounds how
@@ -297,8 +333,9 @@ class ProcessRunHandle:
             # Its pipes close while the kernel tears it down, a moment before it can be reaped: wait for
             # that moment so that the error can say how it died.
             child.process.join(EXIT_STATUS_WAIT_S)
-            self._fail(WorkerProcessError(child.index, child.pid or child.process.pid, child.process.exitcode,
-                                          child.operators))
+            pid = child.pid or child.process.pid
+            self._fail(WorkerProcessError(child.index, pid, child.process.exitcode, child.operators,
+                                          starting=child.pid is None, stderr_tail=forkserver.startup_error(pid)))
 
     def _on_started(self, child: _Child, message: Started) -> None:
         child.pid = message.pid
@@ -341,6 +378,20 @@ class ProcessRunHandle:
         if local is not None:
             local.close()
         self._end_children()
+        self._fail_on_lost_parts()
+
+    def _fail_on_lost_parts(self) -> None:
+        """A worker that ended without reporting its end fails the run (unless a stop was asked for).
+
+        Its sentinel normally says so first (:meth:`_on_exit`); this is the last check before the
+        run's end is published, so that a run never returns normally without a part's outputs.
+        """
+        lost = [c for c in self._children if c.final is None]
+        if lost and self._failure is None and not self._explicit_shutdown:
+            c = lost[0]
+            pid = c.pid or c.process.pid
+            self._failure = WorkerProcessError(c.index, pid, c.process.exitcode, c.operators,
+                                               starting=c.pid is None, stderr_tail=forkserver.startup_error(pid))
 
     def _unlink_rings(self) -> None:
         for ring in self._rings:
@@ -457,9 +508,18 @@ class ProcessRunHandle:
 
     # -- observation ---------------------------------------------------------------------------
     def stats(self) -> FlowStats:
-        """Merged statistics of every worker process (proxies left out)."""
-        return merge_stats(self.part_stats(), perf_counter() - self._started,
-                           self.config.threads * self.processes, self.assignment, self._proxy_targets)
+        """Merged statistics of every worker process (proxies left out), listing every operator.
+
+        An operator whose worker has not reported yet (each reports a few times a second) is
+        listed with zero counts in state ``ready``.
+        """
+        merged = merge_stats(self.part_stats(), perf_counter() - self._started,
+                             self.config.threads * self.processes, self.assignment, self._proxy_targets)
+        if len(merged.operators) == len(self.assignment):
+            return merged  # every part has reported (the assignment has no proxies)
+        operators = {name: merged.operators.get(name) or not_reported(name, self.run_flow[name].operator)
+                     for name in self.assignment}
+        return replace(merged, operators=operators)
 
     def part_stats(self) -> list[FlowStats | None]:
         """The latest statistics of each part, by process index (None: not reported yet)."""

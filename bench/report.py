@@ -1,11 +1,13 @@
-"""``elastream bench report``: run the benchmark suite and regenerate the README figures.
+"""``elastream bench report``: run the benchmark suite and regenerate the figures in the docs.
 
 Runs ``overhead``, ``topology`` (chain with the GIL held, data-parallel with
 it released), ``latency``, ``processes``, ``ipc``, ``keyed`` and ``tpcxbb``
-with the parameters below, writes every raw result to
-``bench/results/latest.json`` and replaces the block between
-``<!-- bench:begin -->`` and ``<!-- bench:end -->`` in the README with tables
-generated from those results. Numbers are never typed by hand.
+with the parameters below and writes every raw result to
+``bench/results/latest.json``. Two blocks between ``<!-- bench:begin -->`` and
+``<!-- bench:end -->`` are then rewritten from those results: the README's
+gets one headline row per benchmark (the README is a user's manual and stays
+short), ``docs/performance.md``'s every table with its command and notes.
+Numbers are never typed by hand.
 """
 
 from __future__ import annotations
@@ -28,7 +30,10 @@ BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``elastream bench report``."""
-    parser.add_argument("--readme", default="README.md", help="README to update ('' to skip)")
+    parser.add_argument("--readme", default="README.md", help="README to update with the headlines ('' to skip)")
+    parser.add_argument("--performance", default=None,
+                        help="page to update with every table (default: docs/performance.md beside the README, "
+                             "when it exists; '' to skip)")
     parser.add_argument("--out", default="bench/results/latest.json", help="where the raw results go")
     parser.add_argument("--quick", action="store_true", help="small parameters (for tests)")
 
@@ -71,9 +76,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
         report["written"] = str(out)
     if args.readme:
-        update_readme(Path(args.readme), render_markdown(report))
+        update_readme(Path(args.readme), render_summary(report))
         report["readme"] = args.readme
+    performance = performance_page(args.readme, args.performance)
+    if performance is not None:
+        update_readme(performance, render_markdown(report))
+        report["performance"] = str(performance)
     return report
+
+
+def performance_page(readme: str, performance: str | None) -> Path | None:
+    """Where the full tables go: ``performance`` if given ('' for nowhere), else docs/performance.md by the README.
+
+    The default is skipped when that page does not exist, so a README written elsewhere (a test's
+    temporary one) never touches the project's docs.
+    """
+    if performance is not None:
+        return Path(performance) if performance else None
+    if not readme:
+        return None
+    page = Path(readme).parent / "docs" / "performance.md"
+    return page if page.exists() else None
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -84,6 +107,16 @@ def render_markdown(report: dict[str, Any]) -> str:
     for r in report["results"]:
         parts.append(_RENDERERS[r["benchmark"]](r))
     return "\n\n".join(parts)
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """One headline row per result in ``report``, for the README (the full tables are in docs/performance.md)."""
+    m = report["machine"]
+    rows = [[title, text] for title, text in (_HEADLINES[r["benchmark"]](r) for r in report["results"])]
+    return (f"Generated {report['generated']} by `elastream bench report` on {m['cpus']} cores, Python "
+            f"{m['python']} (load average {m['load_average_1min']:.2f} at the start). Every table, with its "
+            f"command and what it measures: [docs/performance.md](docs/performance.md).\n\n"
+            + _md_table(["benchmark", "headline"], rows, left=2))
 
 
 def _md_table(header: list[str], rows: list[list[str]], left: int = 0) -> str:
@@ -242,8 +275,78 @@ _RENDERERS = {"overhead": _overhead_md, "topology": _topology_md, "latency": _la
               "processes": _processes_md, "ipc": _ipc_md, "keyed": _keyed_md, "tpcxbb": _tpcxbb_md}
 
 
+def _best_by_threads(rows: list[dict[str, Any]]) -> str:
+    """'a / b / c tuples/s at 1 / 2 / 4 threads': each thread count's best throughput over the policies."""
+    threads = sorted({x["threads"] for x in rows})
+    best = [max(x["throughput_tuples_per_s"] for x in rows if x["threads"] == t) for t in threads]
+    cores = max(x["cores_used"] for x in rows)
+    return (f"{' / '.join(fmt(b, 0) for b in best)} tuples/s at {' / '.join(map(str, threads))} threads "
+            f"(best policy each; at most {cores:.2f} cores used)")
+
+
+def _overhead_headline(r: dict[str, Any]) -> tuple[str, str]:
+    one = r["results"][0]
+    return ("Engine overhead", f"{r['functions']} identity Maps at {one['threads']} thread: "
+            f"{one['ratio']:.2f}× the plain loop's tuples/s ({fmt(one['engine_tuples_per_s'], 0)} vs "
+            f"{fmt(one['plain_loop_tuples_per_s'], 0)})")
+
+
+def _topology_headline(r: dict[str, Any]) -> tuple[str, str]:
+    gil = {"hold": "held", "release": "released"}.get(r["gil"], r["gil"])
+    return (f"Topology {r['topology']}, GIL {gil}",
+            f"{r['busy_operators']} Busy({r['cost_us']:g} µs): {_best_by_threads(r['results'])}")
+
+
+def _latency_headline(r: dict[str, Any]) -> tuple[str, str]:
+    one = r["results"][0]
+    return ("Latency", f"at {r['rate']:,.0f} tuples/s on {one['threads']} thread: p50 {fmt(one['p50_ms'], 3)} ms, "
+            f"p99 {fmt(one['p99_ms'], 3)} ms")
+
+
+def _processes_headline(r: dict[str, Any]) -> tuple[str, str]:
+    last = r["results"][-1]
+    hops = r.get("hops")
+    hop = f"; a hop between processes adds {hops['one_hop_p50_us']:.0f} µs at p50" if hops else ""
+    return ("Worker processes", f"{r['ops']} Busy({r['cost_us']:g} µs), GIL held: {last['processes']} processes "
+            f"give {last['speedup_vs_first']:.2f}× one ({last['fraction_of_ideal']:.0%} of ideal){hop}")
+
+
+def _ipc_headline(r: dict[str, Any]) -> tuple[str, str]:
+    s = r["summary"]
+    at40 = (f"40 KB at 100 msg/s: ring p50 {s['40kb_p50_reduction_vs_queue']:.0%} below "
+            f"multiprocessing.Queue, {s['40kb_p50_reduction_vs_tcp']:.0%} below TCP; "
+            if "40kb_p50_reduction_vs_tcp" in s else "")
+    return ("Shared ring", f"{at40}small tuples: ring/Queue throughput {r['throughput']['ratio']:.2f}")
+
+
+def _keyed_headline(r: dict[str, Any]) -> tuple[str, str]:
+    p2 = row_named(r, "elastream P=2")
+    if p2 is None:
+        return ("Keyed running sum", "no P=2 row")
+    text = f"P=2: {p2['speedup_vs_plain']:.2f}× the plain loop"
+    if p2.get("engine_efficiency") is not None:
+        text += f" (engine efficiency {p2['engine_efficiency']:.0%})"
+    for label, prefix in (("Bytewax", "Bytewax"), ("Spark Structured Streaming", "Spark ")):
+        other = row_named(r, prefix)
+        if other is not None:
+            text += f"; {other['seconds'] / p2['seconds']:.2f}× as fast as {label}"
+    return ("Keyed running sum", text)
+
+
+def _tpcxbb_headline(r: dict[str, Any]) -> tuple[str, str]:
+    s = r["summary"]
+    matched = sum(all(e["match"] for e in (x.get("local"), x.get("spark-streaming")) if e) for x in r["queries"])
+    return ("TPCx-BB queries vs Spark SS", f"throughput ≥ {s['min_throughput_ratio']:.1f}×, p99 latency ≥ "
+            f"{s['min_p99_ratio']:,.0f}× lower; answers equal Spark SQL's in {matched} of {len(r['queries'])}")
+
+
+_HEADLINES = {"overhead": _overhead_headline, "topology": _topology_headline, "latency": _latency_headline,
+              "processes": _processes_headline, "ipc": _ipc_headline, "keyed": _keyed_headline,
+              "tpcxbb": _tpcxbb_headline}
+
+
 def update_readme(path: Path, block: str) -> None:
-    """Replace the text between the bench markers of ``path`` with ``block``."""
+    """Replace the text between the bench markers of ``path`` (the README or a docs page) with ``block``."""
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):

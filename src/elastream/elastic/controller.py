@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from elastream.metrics.period import PeriodStats
-from elastream.runtime.decisions import Decision, Levels
+from elastream.runtime.decisions import Decision, Levels, SetThreads
 
 #: IBM §4.2.3: no thread increase while the machine's CPU is busier than this (percent of all cores),
 #: so that several greedy runs on one host do not oversubscribe it.
@@ -128,6 +128,16 @@ def create_controller(name: str, **options: Any) -> Controller:
 def machine_or_here(machine: Machine | None) -> Machine:
     """``machine``, or this machine with no load measured when the caller gave none."""
     return machine if machine is not None else Machine.here()
+
+
+def threads_everywhere(levels: Levels, threads: int, reason: str) -> list[Decision]:
+    """SetThreads(threads) for every process not already running that many.
+
+    The thread controllers size every process alike: the throughput they follow is the whole flow's.
+
+    Example: ``threads_everywhere(Levels(threads=(2, 1)), 2, "why")`` → ``[SetThreads(2, process=1, reason="why")]``
+    """
+    return [SetThreads(threads, process=p, reason=reason) for p, now in enumerate(levels.threads) if now != threads]
 
 
 def _register_builtins() -> None:

@@ -1,0 +1,54 @@
+"""Bottleneck detection by write-blocked ratio (C-Stream §4.2.1, Algorithm 9).
+
+An operator is a bottleneck when its input is congested — its producers wait
+on its full input port — while its output is not: it is not merely held back
+by back-pressure from further down, it is too slow for what it is given. Only
+operators that could be replicated are candidates (one input, one output,
+stateless or partitioned; a fused chain of them counts as one).
+
+A replicated operator's input congestion is how long its split waited on its
+replicas (Algorithm 9 averages the replicas' input ports; the split waits
+whenever one of them is full), its output congestion how long the replicas or
+their merge waited downstream.
+
+Threading: pure functions over immutable views.
+
+Example::
+
+    [unit.name for unit in detect_bottlenecks(flow_view(period))]   # e.g. ["slow"]
+"""
+
+from __future__ import annotations
+
+from elastream.elastic.view import FlowView, Unit
+
+#: Congestion threshold τ: a port is congested when full for at least this fraction of the period.
+#: C-Stream uses 0.01 over whole-run ratios and 10 s periods; here ratios are per period of about
+#: half a second, where one long batch write already holds a port full for a few percent of it,
+#: so a tenth of the period is the smallest congestion that is not such a blip.
+TAU = 0.1
+
+
+def is_bottleneck(unit: Unit, tau: float = TAU) -> bool:
+    """Algorithm 9's test for one candidate: input congested (≥ τ) and output not (< τ).
+
+    Example: ``is_bottleneck(unit)`` for a unit whose producers waited 60% of the period and which never waited.
+    """
+    return unit.is_parallel and unit.input_congestion >= tau and unit.output_congestion < tau
+
+
+def detect_bottlenecks(view: FlowView, tau: float = TAU) -> list[Unit]:
+    """Every bottleneck unit of the period, from the sources downwards.
+
+    Example: ``detect_bottlenecks(flow_view(period), tau=0.1)``
+    """
+    return [unit for unit in view.topological() if is_bottleneck(unit, tau)]
+
+
+def detect_bottleneck(view: FlowView, tau: float = TAU) -> Unit | None:
+    """Algorithm 9 as the paper states it: the first bottleneck among the candidates, or None.
+
+    Example: ``detect_bottleneck(flow_view(period)) is None`` when nothing is congested.
+    """
+    found = detect_bottlenecks(view, tau)
+    return found[0] if found else None

@@ -1,0 +1,219 @@
+"""Replica sizing in one step: the DS2 model over bottlenecks found by write-blocked ratio.
+
+DS2 (Kalavri et al., OSDI 2018): an operator's *true processing rate* is the
+tuples one instance handles per second of useful time (busy: neither waiting
+for input nor back-pressured). The instances it needs are the rate it must
+sustain divided by that true rate, and the rates to sustain are computed from
+the sources downwards for the whole graph at once (each unit's input is what
+its upstream units send it, scaled by their selectivities and edge shares),
+so a bottleneck gets the replicas it needs in one step instead of one more
+per period (C-Stream §4.2.2).
+
+What the sources must be given: a source that was not back-pressured puts out
+all it has, so its observed rate is the load; a back-pressured one could go
+faster, up to its own true rate. The whole graph cannot go faster than the
+machine's cores allow (the CPU seconds every source tuple costs, over all
+units) nor than its units that cannot be replicated, so the targets are scaled
+down to the most the graph can sustain.
+
+:class:`DS2Controller` adds replicas when Algorithm 9 finds a bottleneck
+(:mod:`elastream.elastic.bottleneck`) — sizing every replicable unit the
+targets say is short in the same step — removes replicas a unit no longer
+needs, and names hot key groups instead of adding replicas that cannot help.
+
+Threading: :func:`ds2_instances` is pure; a controller belongs to one elastic loop.
+
+Example::
+
+    controller = DS2Controller()
+    controller.decide(period, Levels(threads=(2,)), Machine(cores=2))   # [SetReplicas("slow", 2, reason=...)]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from elastream.elastic.bottleneck import TAU, detect_bottlenecks
+from elastream.elastic.controller import Machine, machine_or_here
+from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
+from elastream.elastic.view import FlowView, Unit, flow_view
+from elastream.metrics.period import PeriodStats
+from elastream.runtime.decisions import Decision, Levels, SetReplicas
+
+#: A unit gets one more instance only for a need above this fraction of one: the rates of one short
+#: period are noisy by several percent, and an instance that would be a tenth busy costs more than it gives.
+GROW_SLACK = 0.1
+
+#: A unit gives an instance back only when the rest would still have this much spare capacity,
+#: so that removing a replica does not make a new bottleneck the next period adds back.
+SHRINK_HEADROOM = 1.15
+
+
+@dataclass(frozen=True, slots=True)
+class Sizing:
+    """What DS2 computed for one unit."""
+
+    unit: str
+    target_rate: float
+    """Tuples per second it must take in."""
+    true_rate: float
+    """Tuples per busy second of one instance."""
+    instances: float
+    """Instances needed (fractional: ``target_rate / true_rate``)."""
+
+
+def source_rate(unit: Unit, period_s: float, tau: float = TAU) -> float:
+    """Tuples per second a source must be able to send: observed, or its own true rate when back-pressured.
+
+    Example: ``source_rate(src, 0.5)`` is ``src.tuples_out / 0.5`` for a source that never waited.
+    """
+    if period_s <= 0:
+        return 0.0
+    if unit.output_congestion < tau:
+        return unit.tuples_out / period_s
+    unblocked = max(unit.busy_s, period_s - unit.write_blocked_s, 1e-9)  # the time it could send
+    return unit.tuples_out / unblocked
+
+
+def input_targets(view: FlowView, tau: float = TAU) -> dict[str, float]:
+    """Tuples per second each unit must take in so the sources can send at their rates (sources downwards)."""
+    inflow: dict[str, float] = {}
+    for unit in view.topological():
+        if unit.is_source:
+            out_rate = source_rate(unit, view.period_s, tau)
+        else:
+            out_rate = inflow.get(unit.name, 0.0) * unit.selectivity
+        sent = sum(unit.downstream.values())
+        for dst, n in unit.downstream.items():
+            inflow[dst] = inflow.get(dst, 0.0) + (out_rate * n / sent if sent else 0.0)
+    return inflow
+
+
+def sustainable_scale(view: FlowView, targets: dict[str, float], machine: Machine,
+                      max_instances: dict[str, int]) -> float:
+    """The largest fraction (≤ 1) of the targets the machine's cores and every unit's instance cap allow."""
+    scale = 1.0
+    cpu_per_second = view.overhead_cpu_s / view.period_s if view.period_s > 0 else 0.0  # splits and merges
+    for unit in view.units.values():
+        rate = source_rate(unit, view.period_s) if unit.is_source else targets.get(unit.name, 0.0)
+        cpu_per_second += rate * unit.cpu_per_tuple_s
+    if cpu_per_second > machine.cores:
+        scale = machine.cores / cpu_per_second
+    for unit in view.units.values():
+        need = targets.get(unit.name, 0.0)
+        if unit.is_source or need <= 0 or unit.true_rate <= 0:
+            continue
+        capacity = unit.true_rate * max_instances.get(unit.name, unit.instances)
+        scale = min(scale, capacity / need)
+    return scale
+
+
+def ds2_instances(view: FlowView, machine: Machine, max_instances: dict[str, int],
+                  tau: float = TAU) -> dict[str, Sizing]:
+    """DS2's sizing of every unit that ran this period: target rate, true rate and instances needed.
+
+    ``max_instances`` caps each unit (units not named keep their instances: they cannot be replicated).
+
+    Example: ``ds2_instances(view, Machine(cores=2), {"slow": 2})["slow"].instances``  # about 2.0
+    """
+    targets = input_targets(view, tau)
+    scale = sustainable_scale(view, targets, machine, max_instances)
+    sizing = {}
+    for unit in view.units.values():
+        if unit.is_source or unit.true_rate <= 0:
+            continue
+        target = targets.get(unit.name, 0.0) * scale
+        sizing[unit.name] = Sizing(unit.name, target, unit.true_rate, target / unit.true_rate)
+    return sizing
+
+
+def grown(need: float) -> int:
+    """Instances for a need when adding: round up, unless only a sliver of one more is needed."""
+    return max(1, math.ceil(need - GROW_SLACK))
+
+
+def shrunk(need: float) -> int:
+    """Instances for a need when removing: keep SHRINK_HEADROOM of spare capacity."""
+    return max(1, math.ceil(need * SHRINK_HEADROOM))
+
+
+class DS2Controller:
+    """Replica sizing (C-Stream §4.2 with DS2's one-step sizing); names hot key groups.
+
+    ``tau``: Algorithm 9's congestion threshold; ``max_replicas``: the most replicas per
+    unit (None: the cores, or ``Machine.thread_cap`` for operators that wait off the CPU).
+    """
+
+    name = "ds2"
+
+    def __init__(self, tau: float = TAU, max_replicas: int | None = None, hot_share: float = HOT_SHARE):
+        self.tau = tau
+        self.max_replicas = max_replicas
+        self.hot_keys = HotKeyWatch(hot_share)
+
+    def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
+        """Hot key groups newly seen, then replica counts for the units DS2 finds short or over-sized."""
+        if period.period_s <= 0:
+            return []
+        machine = machine_or_here(machine)
+        view = flow_view(period, levels)
+        named, hot = self.hot_keys.look(view.units.values())
+        caps = self.replica_caps(view, machine, hot)
+        sizing = ds2_instances(view, machine, caps, self.tau)
+        bottlenecks = detect_bottlenecks(view, self.tau)
+        decisions: list[Decision] = list(named)
+        decisions += grow_decisions(view, sizing, caps, bottlenecks)
+        decisions += shrink_decisions(view, sizing, {b.name for b in bottlenecks})
+        return decisions
+
+    def replica_caps(self, view: FlowView, machine: Machine, hot: set[str]) -> dict[str, int]:
+        """The most instances of each replicable unit (a unit with a hot key group keeps what it has)."""
+        caps = {}
+        for unit in view.units.values():
+            if not unit.is_parallel:
+                continue
+            cap = self.max_replicas or (machine.thread_cap if unit.waits_off_cpu else machine.cores)
+            caps[unit.name] = unit.instances if unit.name in hot else max(cap, unit.instances)
+        return caps
+
+
+def grow_decisions(view: FlowView, sizing: dict[str, Sizing], caps: dict[str, int],
+                   bottlenecks: list[Unit]) -> list[SetReplicas]:
+    """When Algorithm 9 finds a bottleneck: every replicable unit DS2 finds short, sized in this one step."""
+    if not bottlenecks:
+        return []
+    named = {b.name for b in bottlenecks}
+    first = bottlenecks[0]
+    decisions = []
+    for name, size in sizing.items():
+        unit = view.units[name]
+        if name not in caps:
+            continue
+        want = min(caps[name], grown(size.instances))
+        if want <= unit.instances:
+            continue
+        why = (f"{name!r} is a bottleneck (input full {unit.input_congestion:.0%} of the period, output "
+               f"{unit.output_congestion:.0%})" if name in named
+               else f"{name!r} is sized in the same step as the bottleneck {first.name!r}")
+        decisions.append(SetReplicas(name, want, reason=f"{why}: {_rates(size)}, so {want} replicas (DS2)"))
+    return decisions
+
+
+def shrink_decisions(view: FlowView, sizing: dict[str, Sizing], bottlenecks: set[str]) -> list[SetReplicas]:
+    """Replicated units DS2 finds over-sized give replicas back (keeping SHRINK_HEADROOM spare)."""
+    decisions = []
+    for name, size in sizing.items():
+        unit = view.units[name]
+        if unit.instances <= 1 or name in bottlenecks:
+            continue
+        keep = shrunk(size.instances)
+        if keep < unit.instances:
+            decisions.append(SetReplicas(name, keep, reason=f"{name!r} has more replicas than its load needs: "
+                                                            f"{_rates(size)}, so {keep} of {unit.instances} (DS2)"))
+    return decisions
+
+
+def _rates(size: Sizing) -> str:
+    return (f"it must take {size.target_rate:,.0f} tuples/s and one instance handles {size.true_rate:,.0f} "
+            f"per busy second, {size.instances:.2f} instances")

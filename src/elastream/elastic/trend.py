@@ -1,0 +1,182 @@
+"""The trend thread controller (IBM Streams §4.2): find the thread level at the peak of the throughput curve.
+
+A :class:`ThreadRecord` per thread level remembers the throughput last seen
+there and whether it is trusted. Each period (Fig. 7's ``updateThreadLevel``):
+
+1. if the load changed, no record is trusted any more;
+2. the period's throughput is recorded at the current level;
+3. the level goes up when the level below shows an upward trend and nothing
+   above is trusted, when the level above is trusted and better, or when at
+   the minimum level with nothing trusted above; it goes down when nothing
+   below is trusted or there is no upward trend from below; else it stays.
+
+A trend is a difference of more than SENS (5%). The level never goes above
+the cores (except for operators that release the GIL while they wait, up to
+``Machine.thread_cap``), never up while the machine's CPU is above 80%, never
+below ``min_threads`` (IBM's minimum level; operators here suspend instead of
+blocking a thread, so one thread cannot deadlock a flow and the default is 1).
+GIL-aware (:mod:`elastream.elastic.gil`): several threads busy on one core
+send the level down at once, and processes are proposed instead.
+
+The thread level is the same in every process: the throughput followed is the whole flow's.
+
+Threading: one instance per elastic loop, called from its thread.
+
+Example::
+
+    controller = TrendController()
+    controller.decide(period, Levels(threads=(1,)), Machine(cores=4))   # level 1, nothing trusted above: up
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from elastream.elastic.controller import Machine, machine_or_here, threads_everywhere
+from elastream.elastic.gil import GilGuard, read_gil
+from elastream.elastic.view import flow_view
+from elastream.metrics.period import PeriodStats
+from elastream.runtime.decisions import Decision, Levels
+
+#: IBM §4.2.2: differences of more than 5% count as a trend.
+SENS = 0.05
+
+#: A change of load is taken when a level's throughput moves this far from the first trusted one there.
+#: IBM uses SENS (5%) with 10 s periods on a dedicated host; periods here are about half a second on
+#: machines shared with other work, where one period's throughput wanders by more than 5% with no
+#: change of load, and untrusting everything on such noise would keep the controller exploring.
+LOAD_CHANGE = 0.2
+
+
+@dataclass(slots=True)
+class ThreadRecord:
+    """What was last seen at one thread level (IBM Fig. 6)."""
+
+    last_time: int = -1
+    first_thput: float = 0.0
+    """The first throughput trusted at this level (what a change of load is measured against)."""
+    last_thput: float = 0.0
+    trusted: bool = False
+
+
+class TrendController:
+    """IBM §4.2's elastic thread level: trust and trend rules over a ThreadRecord per level."""
+
+    name = "trend"
+
+    def __init__(self, sens: float = SENS, load_change: float = LOAD_CHANGE, min_threads: int = 1):
+        self.sens = sens
+        self.load_change = load_change
+        self.min_threads = min_threads
+        self.records: dict[int, ThreadRecord] = {}
+        self.time = 0
+        self.gil = GilGuard(min_threads)
+        self._context: tuple | None = None
+
+    # -- the controller ------------------------------------------------------------------------------
+    def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
+        """The thread level for the next period, for every process."""
+        if period.period_s <= 0 or not levels.threads:
+            return []
+        machine = machine_or_here(machine)
+        level = levels.threads[0]
+        reading = read_gil(period, levels)
+        ceiling = self.gil.ceiling(reading, machine)
+        thput = flow_view(period, levels).throughput()
+        untrusted = self._note_context(levels)
+        stepped = self.gil.step_down(reading, levels, machine)
+        if stepped:
+            self.observe(level, thput)
+            return stepped
+        if level > ceiling:
+            return threads_everywhere(levels, ceiling, f"{level} threads per process is above the {ceiling} "
+                                                       f"worth running ({reading.describe()})")
+        target, why = self.update_thread_level(level, thput, ceiling, cpu_ok=not machine.is_cpu_busy())
+        if untrusted:
+            why = f"{untrusted}; {why}"
+        return threads_everywhere(levels, target, why) if target != level else []
+
+    # -- IBM Fig. 7 ----------------------------------------------------------------------------------
+    def update_thread_level(self, level: int, thput: float, ceiling: int, cpu_ok: bool = True) -> tuple[int, str]:
+        """One period at ``level`` with throughput ``thput``: the next level and the rule that chose it."""
+        changed = self.change_in_load(level, thput)
+        if changed:
+            self.untrust_all()
+            self.gil.forget()
+        self.observe(level, thput)
+        below, above = self.trend_below(level, thput), self.trend_above(level, thput, ceiling)
+        trust_above, trust_below = self.trust_above(level, ceiling), self.trust_below(level)
+        prefix = "load changed, nothing trusted; " if changed else ""
+        wants_up = (below and not trust_above) or above or (level == self.min_threads and not trust_above)
+        if wants_up and cpu_ok:  # Fig. 7: a refused increase falls through to the decrease test
+            if level < ceiling:
+                return level + 1, prefix + self._why_up(level, thput, below, above)
+            return level, prefix + f"at the most threads worth running ({ceiling})"
+        busy = "the machine's CPU is above 80%; " if wants_up else ""
+        if not trust_below or not below:
+            target = max(self.min_threads, level - 1)
+            why = ("nothing trusted below this level" if not trust_below
+                   else f"no upward trend ({self.sens:.0%}) from level {level - 1}")
+            return target, prefix + busy + f"{why}: down to {target} thread(s) (IBM §4.2)"
+        return level, prefix + busy + "at the peak: better than below, nothing better above"
+
+    def observe(self, level: int, thput: float) -> None:
+        """Record the period's throughput at ``level`` (trusting it; the first trusted value stays)."""
+        rec = self.records.setdefault(level, ThreadRecord())
+        rec.last_time = self.time
+        self.time += 1
+        rec.last_thput = thput
+        if not rec.trusted:
+            rec.first_thput = thput
+        rec.trusted = True
+
+    def change_in_load(self, level: int, thput: float) -> bool:
+        """True when the throughput at ``level`` moved more than LOAD_CHANGE from the first trusted there."""
+        rec = self.records.get(level)
+        if rec is None or not rec.trusted or rec.first_thput <= 0:
+            return False
+        return abs(thput - rec.first_thput) > self.load_change * rec.first_thput
+
+    def untrust_all(self) -> None:
+        for rec in self.records.values():
+            rec.trusted = False
+
+    def trend_below(self, level: int, thput: float) -> bool:
+        """Throughput here beats the trusted level below by more than SENS."""
+        rec = self.records.get(level - 1)
+        if level <= self.min_threads or rec is None or not rec.trusted:
+            return False
+        return thput > rec.last_thput and thput - rec.last_thput > self.sens * rec.last_thput
+
+    def trend_above(self, level: int, thput: float, ceiling: int) -> bool:
+        """The trusted level above beats this one by more than SENS."""
+        rec = self.records.get(level + 1)
+        if level >= ceiling or rec is None or not rec.trusted:
+            return False
+        return rec.last_thput > thput and rec.last_thput - thput > self.sens * thput
+
+    def trust_below(self, level: int) -> bool:
+        rec = self.records.get(level - 1)
+        return level > self.min_threads and rec is not None and rec.trusted
+
+    def trust_above(self, level: int, ceiling: int) -> bool:
+        rec = self.records.get(level + 1)
+        return level < ceiling and rec is not None and rec.trusted
+
+    # -- helpers -------------------------------------------------------------------------------------
+    def _note_context(self, levels: Levels) -> str:
+        """Untrust every record when the rest of the levels changed (processes, replicas, fusion): a new curve."""
+        context = (levels.processes, tuple(sorted(levels.replicas.items())), levels.fused)
+        previous, self._context = self._context, context
+        if previous is None or previous == context:
+            return ""
+        self.untrust_all()
+        return "processes, replicas or fusion changed, nothing trusted"
+
+    def _why_up(self, level: int, thput: float, below: bool, above: bool) -> str:
+        if above:
+            return f"level {level + 1} did better than {thput:,.0f} tuples/s: up to {level + 1} (IBM §4.2)"
+        if below:
+            return (f"{thput:,.0f} tuples/s is more than {self.sens:.0%} above level {level - 1}, nothing trusted "
+                    f"above: up to {level + 1} (IBM §4.2)")
+        return f"at the lowest level with nothing trusted above: up to {level + 1} (IBM §4.2)"

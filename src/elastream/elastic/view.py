@@ -1,0 +1,283 @@
+"""The flow as the controllers see it: one period's statistics grouped into logical units.
+
+The statistics of a running flow name what actually runs: a replicated
+operator ``sum`` appears as ``sum#split``, its replicas ``sum#0``, ``sum#1`` …
+and ``sum#merge``; a fused chain still reports every member. Controllers
+reason about the operators the user wrote, so :func:`flow_view` folds one
+:class:`~elastream.metrics.period.PeriodStats` into :class:`Unit` values — one
+per operator, or one per fused chain — with their logical edges, how many
+instances take work, and how congested their input and output were over the
+period (C-Stream §4.2.1's write-blocked ratios, per period rather than over
+the whole run, so a fixed bottleneck stops looking congested at once).
+
+Threading: pure functions over immutable snapshots; call from any thread.
+
+Example::
+
+    view = flow_view(period, levels)
+    view.units["slow"].input_congestion     # fraction of the period its input port was full
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+
+from elastream.metrics.period import OperatorPeriod, PeriodStats
+from elastream.ordered.replicate import SEP, parse_replica_name
+from elastream.runtime.decisions import Levels
+
+#: Kinds whose operators may run as several instances (ordered-multicore §1.1).
+PARALLEL_KINDS = frozenset({"stateless", "partitioned"})
+
+
+@dataclass(frozen=True, slots=True)
+class Unit:
+    """One operator, or one fused chain, over one period (instances summed)."""
+
+    name: str
+    """The operator's name (a fused chain: its first operator's)."""
+    members: tuple[str, ...]
+    kind: str
+    instances: int
+    """Replicas taking work (1 when not replicated)."""
+    tuples_in: int
+    """Tuples that entered the unit."""
+    tuples_out: int
+    processed: int
+    """Tuples its instances handled (a replicated unit: what its merge put out, exact for one-to-one operators)."""
+    busy_s: float
+    """Busy seconds of every instance (useful time: neither waiting for input nor back-pressured)."""
+    cpu_s: float
+    write_blocked_s: float
+    input_congestion: float
+    """Fraction of the period its input was full: its producers waited on it (Algorithm 9's iport ratio)."""
+    output_congestion: float
+    """Fraction of the period it waited on a full downstream port (Algorithm 9's oport ratio)."""
+    downstream: dict[str, int] = field(default_factory=dict)
+    """Tuples sent to each downstream unit over the period."""
+    upstream: tuple[str, ...] = ()
+    key_group_load: tuple[int, ...] = ()
+    handled: int = 0
+    """Tuples handled summed over its operators (a fused chain of three counts each tuple three times)."""
+
+    @property
+    def is_source(self) -> bool:
+        return self.kind == "source"
+
+    @property
+    def is_sink(self) -> bool:
+        return self.kind == "sink"
+
+    @property
+    def is_parallel(self) -> bool:
+        """True when it may run as several instances: stateless or partitioned, one input and one output.
+
+        (Algorithm 9's candidates; the port counts are read off the period's edges.)
+        """
+        return self.kind in PARALLEL_KINDS and len(self.upstream) <= 1 and len(self.downstream) <= 1
+
+    @property
+    def true_rate(self) -> float:
+        """Tuples per busy second of one instance (DS2's true processing rate); 0 when it did not run."""
+        return self.processed / self.busy_s if self.busy_s > 0 else 0.0
+
+    @property
+    def selectivity(self) -> float:
+        """Tuples out per tuple in (1.0 when nothing came in)."""
+        return self.tuples_out / self.tuples_in if self.tuples_in else 1.0
+
+    @property
+    def cpu_per_tuple_s(self) -> float:
+        """CPU seconds per handled tuple (busy seconds where no CPU time was measured)."""
+        if not self.processed:
+            return 0.0
+        return (self.cpu_s if self.cpu_s > 0 else self.busy_s) / self.processed
+
+    @property
+    def waits_off_cpu(self) -> bool:
+        """True when most of its busy time used no CPU: it waits with the GIL released (blocking I/O)."""
+        return self.busy_s > 0 and 0 < self.cpu_s < 0.5 * self.busy_s
+
+
+@dataclass(frozen=True, slots=True)
+class FlowView:
+    """A period's units, in the statistics' (flow) order, and the period's length."""
+
+    period_s: float
+    units: dict[str, Unit]
+    overhead_cpu_s: float = 0.0
+    """CPU seconds of the machinery no unit owns (replicas' splits and merges)."""
+
+    def sources(self) -> list[Unit]:
+        return [u for u in self.units.values() if u.is_source]
+
+    def throughput(self) -> float:
+        """Tuples per second handled by every unit, sources' output included (IBM §5.4's PE throughput).
+
+        Counted per operator the user wrote, so adding replicas (a split and a
+        merge more) or fusing a chain does not by itself change it.
+        """
+        if self.period_s <= 0:
+            return 0.0
+        return sum(u.handled for u in self.units.values()) / self.period_s
+
+    def topological(self) -> list[Unit]:
+        """Units from the sources downwards (every unit after all of its upstream units)."""
+        order: list[Unit] = []
+        placed: set[str] = set()
+        pending = list(self.units.values())
+        while pending:
+            ready = [u for u in pending if all(up in placed or up not in self.units for up in u.upstream)]
+            if not ready:  # a cycle (feedback through control ports): keep flow order for the rest
+                ready = pending[:1]
+            for unit in ready:
+                order.append(unit)
+                placed.add(unit.name)
+            pending = [u for u in pending if u.name not in placed]
+        return order
+
+
+def logical_name(name: str) -> str:
+    """The operator a statistics name belongs to: ``"sum#1"``, ``"sum#split"``, ``"sum#merge"`` → ``"sum"``.
+
+    Example: ``logical_name("parse") == "parse"``
+    """
+    replica = parse_replica_name(name)
+    if replica is not None:
+        return replica[0]
+    for role in ("split", "merge"):
+        suffix = f"{SEP}{role}"
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return name
+
+
+def flow_view(period: PeriodStats, levels: Levels | None = None) -> FlowView:
+    """Fold ``period`` into units: replicas, splits and merges into their operator, fused chains into one.
+
+    Example: ``flow_view(period, Levels(fused=(("a", "b"),))).units["a"].members == ("a", "b")``
+    """
+    levels = levels or Levels()
+    chain_of = _chain_index(levels.fused, period.operators)
+    groups: dict[str, list[OperatorPeriod]] = {}
+    for name, op in period.operators.items():
+        unit = chain_of.get(logical_name(name), logical_name(name))
+        groups.setdefault(unit, []).append(op)
+    unit_of = {name: chain_of.get(logical_name(name), logical_name(name)) for name in period.operators}
+    edges = _logical_edges(period, unit_of)
+    upstream: dict[str, list[str]] = {u: [] for u in groups}
+    for src, sent in edges.items():
+        for dst in sent:
+            upstream.setdefault(dst, []).append(src)
+    span = period.period_s if period.period_s > 0 else 1.0
+    units = {}
+    overhead = 0.0
+    for name, ops in groups.items():
+        unit, machinery_cpu = _unit(name, ops, levels, edges.get(name, {}), tuple(upstream.get(name, ())), span)
+        units[name] = unit
+        overhead += machinery_cpu
+    units = {name: _with_input_congestion(u, units, period, span) for name, u in units.items()}
+    return FlowView(period_s=period.period_s, units=units, overhead_cpu_s=overhead)
+
+
+def _chain_index(fused: Iterable[tuple[str, ...]], operators: dict[str, OperatorPeriod]) -> dict[str, str]:
+    """Member name → its chain's unit name (the first member), for chains whose members are all reported."""
+    index: dict[str, str] = {}
+    known = {logical_name(n) for n in operators}
+    for chain in fused:
+        if chain and all(member in known for member in chain):
+            for member in chain:
+                index[member] = chain[0]
+    return index
+
+
+def _logical_edges(period: PeriodStats, unit_of: dict[str, str]) -> dict[str, dict[str, int]]:
+    """Tuples sent between distinct units (edges inside a unit — split to replica, chain members — dropped)."""
+    edges: dict[str, dict[str, int]] = {}
+    for name, op in period.operators.items():
+        src = unit_of[name]
+        for dst_name, n in op.sent.items():
+            dst = unit_of.get(dst_name, logical_name(dst_name))
+            if dst != src:
+                edges.setdefault(src, {})
+                edges[src][dst] = edges[src].get(dst, 0) + n
+    return edges
+
+
+def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict[str, int],
+          upstream: tuple[str, ...], span: float) -> tuple[Unit, float]:
+    """One unit from its operators' periods; also the CPU seconds of its split and merge."""
+    split = next((o for o in ops if o.name == f"{name}{SEP}split"), None)
+    merge = next((o for o in ops if o.name == f"{name}{SEP}merge"), None)
+    workers = [o for o in ops if o is not split and o is not merge]
+    replicas = [o for o in workers if parse_replica_name(o.name) is not None]
+    first, last = (workers[0], workers[-1]) if workers else (ops[0], ops[-1])
+    if split is not None and merge is not None and replicas:
+        unit = _replicated_unit(name, split, merge, replicas, levels, downstream, upstream, span)
+        return unit, split.cpu_s + merge.cpu_s
+    busy = sum(o.busy_s for o in workers)
+    load = next((o.key_group_load for o in ops if o.key_group_load), ())
+    return Unit(
+        name=name, members=tuple(o.name for o in workers), kind=_unit_kind(workers), instances=1,
+        tuples_in=first.tuples_in, tuples_out=last.tuples_out,
+        processed=first.tuples_out if first.kind == "source" else first.tuples_in, busy_s=busy,
+        cpu_s=sum(o.cpu_s for o in workers), write_blocked_s=sum(o.write_blocked_s for o in workers),
+        input_congestion=0.0, output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
+        downstream=dict(downstream), upstream=upstream, key_group_load=load,
+        handled=sum(o.tuples_out if o.kind == "source" else o.tuples_in for o in workers)), 0.0
+
+
+def _replicated_unit(name: str, split: OperatorPeriod, merge: OperatorPeriod, replicas: list[OperatorPeriod],
+                     levels: Levels, downstream: dict[str, int], upstream: tuple[str, ...], span: float) -> Unit:
+    """A replicated operator: tuples counted at its split and merge (replicas count pieces, not tuples).
+
+    Algorithm 9 averages the replicas' input ratios; here the split waits whenever one
+    replica's port is full, so its blocked fraction is the input's congestion, and the
+    replicas' mean blocked fraction (or the merge's, when it waits downstream) the output's.
+    """
+    active = levels.replicas.get(name) or sum(1 for r in replicas if r.busy_s > 0) or len(replicas)
+    replica_blocked = sum(r.write_blocked_s for r in replicas) / max(1, active)
+    return Unit(
+        name=name, members=(name,), kind=replicas[0].kind, instances=active, tuples_in=split.tuples_in,
+        tuples_out=merge.tuples_out, processed=merge.tuples_out, busy_s=sum(r.busy_s for r in replicas),
+        cpu_s=sum(r.cpu_s for r in replicas), write_blocked_s=replica_blocked,
+        input_congestion=_fraction(split.write_blocked_s, span),
+        output_congestion=max(_fraction(replica_blocked, span), _fraction(merge.write_blocked_s, span)),
+        downstream=dict(downstream), upstream=upstream, key_group_load=split.key_group_load,
+        handled=merge.tuples_out)
+
+
+def _with_input_congestion(unit: Unit, units: dict[str, Unit], period: PeriodStats, span: float) -> Unit:
+    """``unit`` with its input congestion: how long its producers waited on it (unless it is replicated).
+
+    A producer with several consumers waits on whichever port is full; it is
+    charged to this unit only when this unit's input queue is the longest of them.
+    """
+    if unit.instances > 1 or unit.input_congestion > 0:
+        return unit
+    queue = _queue(unit, period)
+    worst = 0.0
+    for up_name in unit.upstream:
+        up = units.get(up_name)
+        if up is None:
+            continue
+        rivals = [_queue(units[d], period) for d in up.downstream if d in units and d != unit.name]
+        if all(queue >= q for q in rivals):
+            worst = max(worst, up.output_congestion)
+    return replace(unit, input_congestion=worst)
+
+
+def _queue(unit: Unit, period: PeriodStats) -> int:
+    first = period.operators.get(unit.members[0]) if unit.members else None
+    return first.queue_length if first is not None else 0
+
+
+def _unit_kind(ops: list[OperatorPeriod]) -> str:
+    """A chain's kind: stateless when every member is, else the first non-stateless member's kind."""
+    kinds = [o.kind for o in ops]
+    return next((k for k in kinds if k != "stateless"), "stateless")
+
+
+def _fraction(seconds: float, span: float) -> float:
+    return min(1.0, max(0.0, seconds / span))

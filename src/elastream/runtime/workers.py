@@ -19,6 +19,7 @@ import traceback
 from time import perf_counter, thread_time
 from typing import TYPE_CHECKING
 
+from elastream.errors import operator_traceback
 from elastream.runtime.traps import COMPLETED, Failed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -95,7 +96,7 @@ def dispatch(sched: Scheduler, task: Task, contexts: dict, deadline: float):
             task.open(context)
         outcome = task.run(deadline)
     except BaseException as exc:  # noqa: BLE001 - reported with the operator's name
-        outcome = Failed(exc, traceback.format_exc())
+        outcome = Failed(exc, operator_traceback(exc))
     if outcome is COMPLETED or type(outcome) is Failed:
         if type(outcome) is Failed or sched.shutdown_requested:
             _quietly(task.abandon)
@@ -103,7 +104,7 @@ def dispatch(sched: Scheduler, task: Task, contexts: dict, deadline: float):
             task.close()
         except BaseException as exc:  # noqa: BLE001
             if type(outcome) is not Failed:
-                outcome = Failed(exc, traceback.format_exc())
+                outcome = Failed(exc, operator_traceback(exc))
     return outcome
 
 

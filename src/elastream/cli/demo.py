@@ -3,34 +3,41 @@
 Default: :mod:`elastream.workloads.tpcxbb_demo` generates (once, cached) a
 small TPCx-BB data set with the Spark job, computes the five reference answers
 with Spark SQL, runs the five streaming pipelines on the local engine with a
-live progress bar each (rows read, tuples/s, queued tuples), checks every
-answer and prints a summary table (rows, seconds, tuples/s, p50/p99 latency,
-match). Exit status 0 only when every answer matches.
+live view each (:class:`~elastream.cli.live.LiveView`: rows read, tuples/s, and
+per operator its queue fill, busy vs back-pressured time, workers, replicas and
+an elastic run's decisions), checks every answer and prints a summary table
+(rows, seconds, tuples/s, p50/p99 latency, match). Exit status 0 only when
+every answer matches.
 
 ``--barrier`` runs the small Barrier flow over a generated CSV instead (no
-Spark): a rich Live table of operator states, tuples and queues from
-``handle.stats()`` while it runs, then a sample of the result, the
+Spark): the same live view while it runs, then a sample of the result, the
 per-operator statistics and worker utilisation.
+
+``--status FILE`` writes the running flow's status JSON
+(:func:`~elastream.metrics.status.status_json`) to FILE at every sample of the
+live view, for a monitoring system to poll. The live view samples on its own
+thread; ``--json`` runs without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import time
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.live import Live
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import elastream as es
-from elastream.cli.tables import live_table, operator_table, stats_dict, worker_table
+from elastream.cli.live import LiveView
+from elastream.cli.tables import operator_table, stats_dict, worker_table
 from elastream.workloads.demo import build_demo_flow, cache_dir, write_sensor_csv
 from elastream.workloads.tpcxbb_demo import QUERIES, DemoHooks, DemoOptions, DemoResult, DemoRow, run_demo
 
 REFRESH_S = 0.25
+"""The live view's sampling period: a few frames a second."""
+WAIT_SLICE_S = 0.5
 
 
 def add_parser(sub: Any) -> None:
@@ -49,6 +56,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--barrier", action="store_true", help="run the Barrier flow over a generated CSV instead (no Spark)")
     p.add_argument("--rows", type=int, default=200_000, help="--barrier: CSV rows (default 200,000)")
+    p.add_argument("--status", type=Path, default=None, metavar="FILE",
+                   help="write the running flow's status JSON to FILE a few times a second, for monitoring "
+                        "(with the live view, so not with --json)")
     p.set_defaults(handler=run_command)
 
 
@@ -66,7 +76,7 @@ def run_command(args: argparse.Namespace) -> int:
         print(json.dumps(result.summary(), indent=2))
     else:
         console.print(f"[bold]elastream demo[/]: TPCx-BB SF {options.scale:g} on Spark and on elastream")
-        result = run_demo(options, _live_hooks(console))
+        result = run_demo(options, _live_hooks(console, args.status))
         console.print(summary_table(result))
         verdict = "[green]every answer matches Spark's[/]" if result.all_match else "[red]answers differ[/]"
         console.print(verdict)
@@ -76,8 +86,8 @@ def run_command(args: argparse.Namespace) -> int:
     return 0 if result.all_match else 1
 
 
-def _live_hooks(console: Console) -> DemoHooks:
-    """Displays for the demo's steps: Spark stage bars, one progress bar per local run, a line per result."""
+def _live_hooks(console: Console, status_path: Path | None = None) -> DemoHooks:
+    """Displays for the demo's steps: Spark stage bars, a live view per local run, a line per result."""
     from elastream.spark.progress import StageProgress
 
     def datagen(spark: Any) -> Any:
@@ -87,7 +97,7 @@ def _live_hooks(console: Console) -> DemoHooks:
         console.print(f"[bold cyan]→[/] {text}")
 
     def local_started(query: str, total_rows: int, handle: Any) -> None:
-        _follow(console, query, total_rows, handle)
+        _follow(console, query, total_rows, handle, status_path)
 
     def local_finished(row: DemoRow) -> None:
         mark = "[green]match[/]" if row.match else "[red]DIFFERS[/]"
@@ -97,24 +107,17 @@ def _live_hooks(console: Console) -> DemoHooks:
     return DemoHooks(datagen=datagen, phase=phase, local_started=local_started, local_finished=local_finished)
 
 
-def _follow(console: Console, query: str, total_rows: int, handle: Any) -> None:
-    """A progress bar of the rows the stream source has read, until the run ends (the caller's thread)."""
-    columns = (TextColumn(f"  {query}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"),
-               TextColumn("{task.fields[queued]}"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(query, total=total_rows, rate="", queued="")
-        while not handle.done:
-            _update(progress, bar, handle.stats())
-            time.sleep(REFRESH_S)  # display cadence, not synchronisation
+def _follow(console: Console, query: str, total_rows: int, handle: Any, status_path: Path | None) -> None:
+    """The live view of one local run until it ends (the caller's thread waits; the view samples on its own)."""
+    with LiveView(handle, REFRESH_S, console=console, title=query, total=total_rows, status_path=status_path,
+                  transient=True):
+        _wait_until_finished(handle)
 
 
-def _update(progress: Progress, bar: Any, stats: Any) -> None:
-    ops = list(stats.operators.values())
-    sources = [op for op in ops if not op.inputs]
-    read = sum(op.tuples_out for op in sources)
-    queued = sum(p.size for op in ops for p in op.inputs)
-    rate = read / stats.elapsed_s if stats.elapsed_s > 0 else 0.0
-    progress.update(bar, completed=read, rate=f"{rate:,.0f} rows/s", queued=f"{queued:,} queued")
+def _wait_until_finished(handle: Any) -> None:
+    # In slices, so that Ctrl-C reaches this thread promptly whatever the platform's Event.wait does.
+    while not handle.finished.wait(WAIT_SLICE_S):
+        pass
 
 
 def summary_table(result: DemoResult) -> Table:
@@ -146,7 +149,7 @@ def run_barrier(args: argparse.Namespace, console: Console) -> int:
     else:
         console.print(f"[bold]elastream demo --barrier[/]: {args.rows:,} rows from {path}, "
                       f"{args.threads} threads, policy {args.policy}")
-        result = _watch(handle, console)
+        result = _watch(handle, console, args.status)
     records = result.outputs[sink]
     aligned = sum(1 for r in records if r["aligned"])
     if args.json:
@@ -158,16 +161,12 @@ def run_barrier(args: argparse.Namespace, console: Console) -> int:
     return 0 if len(records) == args.rows == aligned else 1
 
 
-def _watch(handle: es.RunHandle, console: Console) -> es.RunResult:
-    """Refresh a live operator table until the flow ends; return its result."""
-    with Live(live_table(handle.stats()), console=console, refresh_per_second=8) as live:
-        while not handle.done:
-            time.sleep(REFRESH_S)  # display cadence, not synchronisation
-            live.update(live_table(handle.stats()))
-        result = handle.wait()
-        live.update(live_table(result.stats, title=f"finished in {result.elapsed_s:.2f} s"))
+def _watch(handle: es.RunHandle, console: Console, status_path: Path | None = None) -> es.RunResult:
+    """Show the live view until the flow ends; return its result."""
+    with LiveView(handle, REFRESH_S, console=console, title="barrier", status_path=status_path):
+        _wait_until_finished(handle)
     console.print()
-    return result
+    return handle.wait()
 
 
 def _print_report(console: Console, records: list[dict[str, Any]], aligned: int, result: es.RunResult) -> None:

@@ -12,7 +12,7 @@ from rich.console import Console
 import elastream as es
 from elastream.cli.live import THREAD_NAME, LiveView, Sample, describe, render
 from elastream.metrics.period import period_between
-from elastream.runtime.decisions import Applied, Levels, SetReplicas
+from elastream.runtime.decisions import Applied, HotKey, Levels, SetReplicas
 
 WAIT_S = 30
 
@@ -130,3 +130,8 @@ def test_a_frame_shows_replicas_and_the_latest_decisions():
     assert set(rows) == {"sum#split", "sum#0", "sum#1", "sum#merge"} and all(" 2 " in r for r in rows.values())
     assert describe(grew) == "1.5 s SetReplicas operator=sum count=2: write-blocked"
     assert describe(grew) in out.getvalue()
+
+
+def test_a_hot_key_reads_as_one_short_line():
+    hot = Applied(HotKey("sum", group=3, share=0.8123, reason="more replicas cannot help"), at_s=7.25, ok=True)
+    assert describe(hot) == "7.2 s HotKey operator=sum group=3 share=0.812: more replicas cannot help"

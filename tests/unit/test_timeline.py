@@ -11,7 +11,7 @@ import elastream as es
 from elastream.metrics.period import OperatorPeriod, PeriodStats, WorkerPeriod
 from elastream.metrics.status import replica_counts, status_json, write_json_atomic
 from elastream.metrics.timeline import Timeline, level_series
-from elastream.runtime.decisions import Applied, Levels, MoveKeyGroups, SetReplicas, SetThreads
+from elastream.runtime.decisions import Applied, Fuse, HotKey, Levels, MoveKeyGroups, SetReplicas, SetThreads
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -60,6 +60,16 @@ def test_the_timeline_round_trips_through_json():
     assert decision == {"type": "MoveKeyGroups", "fields": {"operator": "work", "groups": [1, 5], "target": 2},
                         "reason": "balance", "at_s": 4.0, "ok": False, "why": "no state"}
     assert data["entries"][2]["levels"] == {"threads": [2, 2], "processes": 2, "replicas": {"work": 3}, "fused": []}
+    assert Timeline.from_json(data).entries == timeline.entries
+
+
+def test_fusion_and_a_named_hot_key_round_trip_too():
+    timeline = Timeline()
+    fuse = Applied(Fuse(("parse", "clean"), reason="stateless chain"), at_s=2.0, ok=True)
+    hot = Applied(HotKey("sum", group=3, share=0.8, reason="one key group carries 80 %"), at_s=2.0, ok=True)
+    timeline.record(period(0.0, 100), Levels(fused=(("parse", "clean"),)), (fuse, hot))
+    data = json.loads(json.dumps(timeline.to_json()))
+    assert data["entries"][0]["decisions"][1]["fields"] == {"operator": "sum", "group": 3, "share": 0.8}
     assert Timeline.from_json(data).entries == timeline.entries
 
 

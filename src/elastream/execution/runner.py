@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from elastream.errors import OperatorError
 from elastream.graph.flow import Flow
 from elastream.policies.registry import create as create_policy
 from elastream.runtime import gc_tuning
@@ -102,3 +103,6 @@ class Runner:
         except TimeoutError:
             handle.shutdown(timeout=self.config.scheduling.shutdown_grace_s + 3.0)
             raise
+        except OperatorError as error:
+            # The error's cause holds the user's traceback: the backend's frames would only bury it.
+            raise error.with_traceback(None)

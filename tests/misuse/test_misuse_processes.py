@@ -154,6 +154,17 @@ def test_the_same_script_with_the_guard_runs(tmp_path):
     assert done.stdout.split() == ["RESULT", "1000"]
 
 
+def test_a_packages_main_run_with_dash_m_needs_no_guard(tmp_path):
+    package = tmp_path / "job"
+    package.mkdir()
+    (package / "__main__.py").write_text(FLOW_SCRIPT + "\nrun()\n")  # workers do not re-run a package's __main__
+    env = {**os.environ, "PYTHONPATH": SRC}
+    done = subprocess.run([sys.executable, "-m", "job", "forkserver"], capture_output=True, text=True, timeout=60,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["RESULT", "1000"]
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_a_worker_dying_at_start_up_fails_the_run_with_the_hint(tmp_path, method):
     failing_import = f"""

@@ -58,9 +58,10 @@ class MainGuardError(ElastreamError):
 def main_is_guarded() -> bool:
     """True unless the caller runs, through the main script's top level, outside ``if __name__ == "__main__":``.
 
-    True as well when there is no main script (``python -c``, an interactive session, a
-    notebook), when its top-level frame is not on this thread's stack, or when its source
-    cannot be read or parsed (nothing to go by: the run is not refused on a guess).
+    True as well when workers do not re-run the main module (``python -c``, an interactive
+    session, a notebook, a package's ``__main__`` run with ``python -m pkg``), when its top-level
+    frame is not on this thread's stack, or when its source cannot be read or parsed (nothing to
+    go by: the run is not refused on a guess).
 
     Example: a script whose last line is ``es.Runner(processes=2).run(flow)`` sees False;
     the same line under ``if __name__ == "__main__":`` sees True.
@@ -75,11 +76,16 @@ def check_main_guard() -> None:
         raise MainGuardError(*site)
 
 
+def reimports_main(start_method: str) -> bool:
+    """True for the start methods whose workers re-run the main script (all but ``fork``)."""
+    return start_method != "fork"
+
+
 def unguarded_call_site() -> tuple[str, int] | None:
     """(main script path, line) of the unguarded top-level statement the caller runs under, or None."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
-    if main is None or not isinstance(path, str) or not path.endswith(".py"):
+    if main is None or not isinstance(path, str) or not _is_rerun_by_workers(main):
         return None
     frame = _main_module_frame(vars(main))
     if frame is None:
@@ -91,6 +97,12 @@ def unguarded_call_site() -> tuple[str, int] | None:
     except (OSError, SyntaxError, ValueError):
         return None
     return None if any(first <= line <= last for first, last in guarded) else (path, line)
+
+
+def _is_rerun_by_workers(main: object) -> bool:
+    """Whether a worker re-runs this main module: ``python -m pkg`` (a package's ``__main__``) is not re-run."""
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    return name is None or not (name == "__main__" or name.endswith(".__main__"))
 
 
 def _main_module_frame(main_globals: dict) -> FrameType | None:

@@ -42,7 +42,7 @@ from elastream.processes import forkserver
 from elastream.processes.child import child_main
 from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.local import LocalPart
-from elastream.processes.main_guard import check_main_guard
+from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
@@ -150,7 +150,7 @@ def not_reported(name: str, op: Any) -> OperatorStats:
 def remote_error(failed: Failed) -> OperatorError:
     """The OperatorError a worker's :class:`Failed` stands for (its cause rebuilt from type name and text)."""
     cause = RemoteOperatorError(f"{failed.error_type}: {failed.message}")
-    error = OperatorError(failed.operator, cause, failed.details, summary=f"{failed.error_type}: {failed.message}")
+    error = OperatorError(failed.operator, cause, failed.details)
     error.__cause__ = cause
     return error
 
@@ -162,7 +162,7 @@ class ProcessRunHandle:
     """
 
     def __init__(self, flow: Flow, config: RunConfig, assignment: dict[str, int]):
-        if config.processes > 1:
+        if config.processes > 1 and reimports_main(config.process.start_method):
             check_main_guard()  # before anything starts: every worker would re-run an unguarded main script
         self.flow = flow
         self.config = config
@@ -503,7 +503,7 @@ class ProcessRunHandle:
         if self._failure is not None:
             if isinstance(self._failure, OperatorError):
                 self._failure.partial = self._result  # what every part had produced, as the threads backend
-            raise self._failure.with_traceback(None)  # the parts' frames: the report holds the operator's traceback
+            raise self._failure
         return self._result
 
     # -- observation ---------------------------------------------------------------------------

@@ -173,7 +173,10 @@ class DS2Controller:
         for unit in view.units.values():
             if not unit.is_parallel:
                 continue
-            cap = self.max_replicas or (machine.thread_cap if unit.waits_off_cpu else machine.cores)
+            # Low CPU per busy second means waiting with the GIL released only on a machine with CPU to
+            # spare; on a saturated one every thread gets a fraction of a core and looks the same.
+            waits = unit.waits_off_cpu and not machine.is_cpu_busy()
+            cap = self.max_replicas or (machine.thread_cap if waits else machine.cores)
             caps[unit.name] = unit.instances if unit.name in hot else max(cap, unit.instances)
         return caps
 

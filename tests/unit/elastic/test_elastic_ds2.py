@@ -1,0 +1,104 @@
+"""DS2 replica sizing: a chain with one slow operator gets the replicas it needs in one step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from elastic_snapshots import chain_period, load_periods, op, replicated_period
+
+from elastream.elastic.controller import Machine
+from elastream.elastic.ds2 import DS2Controller, ds2_instances, input_targets, source_rate
+from elastream.elastic.view import flow_view
+from elastream.metrics.period import PeriodStats
+from elastream.runtime.decisions import HotKey, Levels, SetReplicas
+
+EIGHT_CORES = Machine(cores=8, cpu_percent=40.0)
+COSTS = {"parse": 10e-6, "slow": 400e-6, "fmt": 10e-6}
+
+
+def slow_chain_limited_by(source_true_rate: float) -> PeriodStats:
+    """The slow operator (400 µs a tuple) at one instance holds the chain to 2,500/s; the source could send more.
+
+    The source was busy 1/source_true_rate per tuple and back-pressured the rest of the period.
+    """
+    period = chain_period(COSTS, rate=2500.0)
+    src = period.operators["src"]
+    busy = 2500 / source_true_rate
+    ops = {**period.operators, "src": replace(src, busy_s=busy, write_blocked_s=1.0 - busy)}
+    return replace(period, operators=ops)
+
+
+def test_ds2_sizes_the_slow_operator_of_a_chain_in_one_step():
+    decisions = DS2Controller().decide(slow_chain_limited_by(5000.0), Levels(threads=(2,)), EIGHT_CORES)
+    assert [(d.operator, d.count) for d in decisions] == [("slow", 2)]
+    assert "bottleneck" in decisions[0].reason and "DS2" in decisions[0].reason
+
+
+@pytest.mark.parametrize(("source_rate", "replicas"), [(5000.0, 2), (7400.0, 3), (10000.0, 4)])
+def test_ds2_replicas_follow_the_rate_the_sources_can_send(source_rate, replicas):
+    decisions = DS2Controller().decide(slow_chain_limited_by(source_rate), Levels(), EIGHT_CORES)
+    assert [(d.operator, d.count) for d in decisions] == [("slow", replicas)]
+
+
+def test_once_sized_the_chain_needs_no_further_step():
+    controller = DS2Controller()
+    [first] = controller.decide(slow_chain_limited_by(5000.0), Levels(), EIGHT_CORES)
+    after = replicated_period("slow", first.count, rate=5000.0, cost_s=400e-6)   # nothing congested any more
+    assert controller.decide(after, Levels(replicas={"slow": first.count}), EIGHT_CORES) == []
+
+
+def test_ds2_never_asks_for_more_replicas_than_the_cores():
+    decisions = DS2Controller().decide(slow_chain_limited_by(1e6), Levels(), Machine(cores=2, cpu_percent=90.0))
+    assert [(d.operator, d.count) for d in decisions] == [("slow", 2)]
+
+
+def test_ds2_takes_replicas_back_when_the_load_falls():
+    light = replicated_period("slow", 4, rate=1000.0, cost_s=400e-6)    # needs 0.4 of one instance
+    decisions = DS2Controller().decide(light, Levels(replicas={"slow": 4}), EIGHT_CORES)
+    assert [(d.operator, d.count) for d in decisions] == [("slow", 1)]
+    assert "more replicas than its load needs" in decisions[0].reason
+
+
+def test_ds2_keeps_replicas_a_steady_load_needs():
+    steady = replicated_period("slow", 2, rate=4000.0, cost_s=400e-6)   # needs 1.6 instances
+    assert DS2Controller().decide(steady, Levels(replicas={"slow": 2}), EIGHT_CORES) == []
+
+
+def test_rates_to_sustain_go_from_the_sources_downwards_through_selectivities():
+    ops = {"src": op("src", "source", n=1000, busy=0.001, sent={"keep_half": 1000}),
+           "keep_half": op("keep_half", n=1000, out=500, busy=0.001, sent={"slow": 500}),
+           "slow": op("slow", n=500, busy=0.5, sent={"sink": 500}),
+           "sink": op("sink", "sink", n=500, out=0, busy=0.001)}
+    view = flow_view(PeriodStats(start_s=0.0, period_s=1.0, operators=ops))
+    assert source_rate(view.units["src"], 1.0) == 1000.0        # not back-pressured: what it sent
+    assert input_targets(view) == {"keep_half": 1000.0, "slow": 500.0, "sink": 500.0}
+    sizing = ds2_instances(view, EIGHT_CORES, {})
+    assert sizing["slow"].true_rate == pytest.approx(1000.0) and sizing["slow"].instances == pytest.approx(0.5)
+
+
+def test_recorded_chain_replicates_the_slow_operator_only():
+    for period in load_periods("chain_one_slow_unfused.json")[:8]:
+        decisions = DS2Controller().decide(period, Levels(threads=(2,)), Machine(cores=2, cpu_percent=95.0))
+        assert [(d.operator, d.count) for d in decisions] == [("slow", 2)]
+
+
+def test_recorded_fused_chain_is_replicated_as_one_unit_by_its_first_operator():
+    levels = Levels(threads=(2,), fused=(("parse", "slow", "fmt"),))
+    decisions = DS2Controller().decide(load_periods("chain_one_slow_fused.json")[3], levels,
+                                       Machine(cores=2, cpu_percent=95.0))
+    assert [(d.operator, d.count) for d in decisions] == [("parse", 2)]
+
+
+def test_a_hot_key_group_is_named_once_and_gets_no_more_replicas():
+    skewed = (900,) + (10,) * 10
+    congested = replicated_period("sum", 2, rate=2000.0, cost_s=900e-6, split_wb=0.8, load=skewed)
+    controller = DS2Controller()
+    first = controller.decide(congested, Levels(replicas={"sum": 2}), EIGHT_CORES)
+    assert [type(d) for d in first] == [HotKey]
+    assert (first[0].operator, first[0].group, first[0].share) == ("sum", 0, 0.9)
+    assert "more replicas cannot help" in first[0].reason
+    assert controller.decide(congested, Levels(replicas={"sum": 2}), EIGHT_CORES) == []   # named once
+    spread = replicated_period("sum", 2, rate=2000.0, cost_s=900e-6, split_wb=0.8, load=(100,) * 10)
+    grown = controller.decide(spread, Levels(replicas={"sum": 2}), EIGHT_CORES)
+    assert [type(d) for d in grown] == [SetReplicas] and grown[0].count > 2

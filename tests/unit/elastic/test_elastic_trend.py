@@ -1,0 +1,90 @@
+"""The trend thread controller (IBM §4.2): settles on the peak of the throughput curve, re-explores on a change of load."""
+
+from __future__ import annotations
+
+from elastic_snapshots import workers_period
+
+from elastream.elastic.controller import Machine
+from elastream.elastic.trend import TrendController
+from elastream.runtime.decisions import Levels, SetThreads
+
+MACHINE = Machine(cores=8, cpu_percent=30.0)
+
+
+def period_at(level: int, curve: dict[int, float]):
+    """One period at ``level`` threads, every thread busy on its own core, ``curve[level]`` tuples handled."""
+    return workers_period(level, busy_each=0.9, cpu_each=0.9, tuples=int(curve[level]))
+
+
+def run(controller: TrendController, curve: dict[int, float], level: int, periods: int,
+        machine: Machine = MACHINE) -> list[int]:
+    """Drive the controller over ``periods`` periods of ``curve``; the level during each period."""
+    trace = []
+    for _ in range(periods):
+        trace.append(level)
+        decisions = controller.decide(period_at(level, curve), Levels(threads=(level,)), machine)
+        for d in decisions:
+            assert isinstance(d, SetThreads) and d.reason
+            level = d.threads
+    return trace
+
+
+def changes(trace: list[int]) -> int:
+    return sum(1 for a, b in zip(trace, trace[1:]) if a != b)
+
+
+PEAK_AT_3 = {1: 1000, 2: 1800, 3: 2400, 4: 2300, 5: 2000, 6: 1800, 7: 1700, 8: 1600}
+PEAK_AT_5 = {1: 1500, 2: 2800, 3: 3800, 4: 4600, 5: 5200, 6: 5000, 7: 4700, 8: 4500}
+
+
+def test_trend_settles_on_the_peak_of_the_throughput_curve():
+    trace = run(TrendController(), PEAK_AT_3, level=1, periods=30)
+    assert trace[-10:] == [3] * 10
+    assert max(trace) == 4           # it looked one level past the peak, no further
+    assert changes(trace[10:]) == 0
+
+
+def test_trend_re_explores_after_a_change_of_load_and_settles_on_the_new_peak():
+    controller = TrendController()
+    first = run(controller, PEAK_AT_3, level=1, periods=20)
+    assert first[-1] == 3
+    second = run(controller, PEAK_AT_5, level=first[-1], periods=30)
+    assert second[-10:] == [5] * 10
+    assert changes(second[-10:]) == 0
+
+
+def test_trend_does_not_add_threads_while_the_machine_cpu_is_above_80_percent():
+    busy = Machine(cores=8, cpu_percent=95.0)
+    trace = run(TrendController(), PEAK_AT_5, level=1, periods=10, machine=busy)
+    assert set(trace) == {1}
+
+
+def test_trend_never_goes_above_the_cores_for_cpu_bound_threads():
+    rising = {n: 1000.0 * n for n in range(1, 9)}
+    trace = run(TrendController(), rising, level=1, periods=20, machine=Machine(cores=2, cpu_percent=10.0))
+    assert max(trace) == 2 and trace[-5:] == [2] * 5
+
+
+def test_a_level_above_the_cores_comes_down_to_the_cores_at_once():
+    decisions = TrendController().decide(period_at(6, PEAK_AT_5), Levels(threads=(6,)), Machine(cores=2))
+    assert [d.threads for d in decisions] == [2]
+    assert "above the 2" in decisions[0].reason
+
+
+def test_update_thread_level_follows_fig_7_rules():
+    controller = TrendController()
+    # level 1, nothing trusted above: rule 3, up
+    assert controller.update_thread_level(1, 100.0, ceiling=4)[0] == 2
+    # level 2 better than 1 by more than SENS, nothing trusted above: rule 1, up
+    assert controller.update_thread_level(2, 150.0, ceiling=4)[0] == 3
+    # level 3 no better than 2 (within SENS): rule 5, down
+    level, why = controller.update_thread_level(3, 152.0, ceiling=4)
+    assert level == 2 and "no upward trend" in why
+    # back at 2: better than 1, level 3 trusted and not better: stays (the peak)
+    assert controller.update_thread_level(2, 150.0, ceiling=4) == (2, "at the peak: better than below, nothing better above")
+
+
+def test_every_thread_level_of_every_process_moves_together():
+    levels = Levels(threads=(1, 1))
+    decisions = TrendController().decide(period_at(1, PEAK_AT_3), levels, MACHINE)
+    assert sorted((d.process, d.threads) for d in decisions) == [(0, 2), (1, 2)]

@@ -198,9 +198,14 @@ def source_rate(period: PeriodStats) -> float:
     return emitted / period.period_s if period.period_s > 0 else 0.0
 
 
-def _share(seconds: float, span: float) -> str:
-    # Worker-seconds per second: an operator several workers run at once can exceed 100 %.
-    return f"{seconds / span:.0%}" if span > 0 else "-"
+def _share(seconds: float, span: float, most: float) -> str:
+    """Worker-seconds per second of the sample, at most ``most``.
+
+    An operator several workers run at once can pass 100 %. Busy time is credited when an
+    activation ends, so a long one lands whole in one short sample: the share is capped at the
+    threads that could have run it.
+    """
+    return f"{min(seconds / span, most):.0%}" if span > 0 else "-"
 
 
 def _queue_cell(size: int, capacity: int) -> str:
@@ -230,7 +235,9 @@ def operator_row(op: OperatorPeriod, stats: FlowStats, replicas: dict[str, int],
     size, capacity = queue_fill(live)
     origin = op.name.rsplit("#", 1)[0]     # a replica, split or merge row shows its operator's replicas
     count = replicas.get(origin)
-    return [op.name, _queue_cell(size, capacity), _share(op.busy_s, span), _share(op.write_blocked_s, span),
+    most = max(1, len(stats.workers), stats.threads)
+    return [op.name, _queue_cell(size, capacity), _share(op.busy_s, span, most),
+            _share(op.write_blocked_s, span, most),
             str(live.workers), str(count) if count else "", _rate(op.tuples_in, span), _rate(op.tuples_out, span)]
 
 

@@ -16,9 +16,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def as_source(obj: Any) -> Operator:
-    """An operator from a source operator, an iterable or a generator function."""
+    """An operator from a source operator, an iterable or a generator function.
+
+    A str or bytes is refused: iterating it would stream its characters one by one,
+    which is never what ``flow.source("data.txt")`` means.
+    """
     from elastream.ops.sources import FromGenerator, FromIterable
 
+    if isinstance(obj, (str, bytes, bytearray)):
+        raise TypeError(_text_source_message(obj))
     if isinstance(obj, Operator):
         if obj.n_inputs != 0:
             raise ValueError(f"{type(obj).__name__} has input ports; a source has none")
@@ -28,6 +34,15 @@ def as_source(obj: Any) -> Operator:
     if hasattr(obj, "__iter__"):
         return FromIterable(obj)
     raise TypeError(f"cannot make a source from {type(obj).__name__}")
+
+
+def _text_source_message(text: str | bytes | bytearray) -> str:
+    shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
+    what = "characters" if isinstance(text, str) else "byte values"
+    return (f"flow.source({shown}): a {type(text).__name__} is not a stream of records (iterating it would emit "
+            f"its {what} one by one). To read a file line by line: flow.source(es.ops.TextLines({shown})) "
+            f"(es.ops.FromCSV, FromJSONL or FromParquet for other formats); for one record holding it: "
+            f"flow.source(es.ops.FromIterable([{shown}]))")
 
 
 class Stream:

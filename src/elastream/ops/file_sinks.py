@@ -1,5 +1,11 @@
 """File sinks: :class:`ToCSV`, :class:`ToJSONL`, :class:`ToParquet`.
 
+Records may be dicts, dataclasses, named tuples (such as
+:class:`~elastream.ops.WindowResult`), or tuples and lists given
+``columns=[...]`` (:class:`~elastream.ops.records.RowShape`); the first record
+is checked as soon as it arrives, so a sink that cannot write the stream says
+so at once, not when the run ends.
+
 A sink opens its file in ``open(ctx)``, writes in ``on_batch`` and flushes and
 closes in ``close()``, which the runtime calls however the flow ends
 (completion, an operator failure elsewhere, an explicit shutdown): every record
@@ -20,7 +26,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import FunctionOperator
-from elastream.ops.records import WrittenFile, format_value
+from elastream.ops.records import (RecordShapeError, RowShape, WrittenFile, field_names,
+                                   format_value, is_record_object)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -33,10 +40,16 @@ class _FileSink(FunctionOperator):
 
     kind = "sink"
 
-    def __init__(self, path: str | os.PathLike[str]):
+    def __init__(self, path: str | os.PathLike[str], columns: Sequence[str] | None = None):
         super().__init__(inputs=1, outputs=0)
         self.path = os.fspath(path)
+        self.columns = list(columns) if columns is not None else None
         self.rows = 0
+
+    def _bad_record(self, number: int, record: Any, error: Exception) -> Exception:
+        """The error for record ``number`` (1-based), continuing ``error``'s sentence about it."""
+        kind = ValueError if isinstance(error, ValueError) else TypeError
+        return kind(f"{self.describe()}: record {number} {format_value(record)} {error}")
 
     def result(self) -> WrittenFile:
         """Where the rows went and how many were written."""
@@ -49,10 +62,12 @@ class _FileSink(FunctionOperator):
 class ToCSV(_FileSink):
     """Write records as CSV rows, in arrival order.
 
-    Dict records: the header is ``columns`` or, when not given, the first
-    record's keys; a missing field is written empty and a field not in the
-    header is an error. Tuple or list records: written as they are, with a
-    header only when ``columns`` is given; every row must have the same width.
+    The first record decides the columns: a dict's keys, a dataclass's or a
+    named tuple's fields, or ``columns`` when given (it picks and orders the
+    fields; it names a tuple's values). Dict records: a missing field is
+    written empty and a field not in the header is an error. Tuple or list
+    records: written as they are, with a header only when ``columns`` is
+    given; every row must have the same width.
 
     Example::
 
@@ -62,73 +77,48 @@ class ToCSV(_FileSink):
 
     def __init__(self, path: str | os.PathLike[str], *, columns: Sequence[str] | None = None,
                  delimiter: str = ",", encoding: str = "utf-8"):
-        super().__init__(path)
-        self.columns = list(columns) if columns is not None else None
+        super().__init__(path, columns)
         self.delimiter = delimiter
         self.encoding = encoding
         self._file: Any = None
         self._writer: Any = None
-        self._names: list[str] | None = None
-        self._name_set: frozenset[str] = frozenset()
-        self._width: int | None = None
-        self._dicts: bool | None = None
+        self._shape: RowShape | None = None
 
     def open(self, ctx: OperatorContext) -> None:
         self.rows = 0
-        self._names, self._width, self._dicts = None, None, None
+        self._shape = None
         # newline="": the csv writer emits its own "\r\n" terminators.
         self._file = open(self.path, "w", encoding=self.encoding, newline="")
         self._writer = csv.writer(self._file, delimiter=self.delimiter)
         if self.columns is not None:
             # Known columns: the header goes out now, so even an empty stream leaves one.
-            self._set_names(self.columns)
+            self._writer.writerow(self.columns)
 
     def on_batch(self, items: list, port: int) -> None:
         if not items:
             return
-        if self._dicts is None:
-            self._start(items[0])
-        to_row = self._dict_row if self._dicts else self._seq_row
+        if self._shape is None:
+            self._shape = self._first_shape(items[0])
+        values = self._shape.values
         rows: list[Sequence[Any]] = []
         try:
             for record in items:
-                rows.append(to_row(record))
+                rows.append(values(record))
+        except (TypeError, ValueError) as exc:
+            raise self._bad_record(self.rows + len(rows) + 1, record, exc) from None
         finally:
             # The rows before a bad record are accepted: write them whatever happens.
             self._writer.writerows(rows)
             self.rows += len(rows)
 
-    def _start(self, first: Any) -> None:
-        self._dicts = isinstance(first, dict)
-        if self._names is None and self._dicts:
-            self._set_names(list(first.keys()))
-
-    def _set_names(self, names: list[str]) -> None:
-        self._names, self._name_set, self._width = names, frozenset(names), len(names)
-        self._writer.writerow(names)
-
-    def _dict_row(self, record: Any) -> list[Any]:
-        if not isinstance(record, dict):
-            raise TypeError(f"ToCSV({self.path!r}): record {self.rows + 1} is a {type(record).__name__}, "
-                            f"but this file holds dict records")
-        names = self._names
-        if record.keys() != self._name_set:
-            extra = sorted(map(str, record.keys() - self._name_set))
-            if extra:
-                raise ValueError(f"ToCSV({self.path!r}): record {format_value(record)} has fields {extra} "
-                                 f"not in the columns {names}")
-        return [record.get(n) for n in names]  # type: ignore[union-attr]
-
-    def _seq_row(self, record: Any) -> Sequence[Any]:
-        if not isinstance(record, (tuple, list)):
-            raise TypeError(f"ToCSV({self.path!r}): records must be dicts, tuples or lists, "
-                            f"got {type(record).__name__}: {format_value(record)}")
-        if self._width is None:
-            self._width = len(record)
-        elif len(record) != self._width:
-            raise ValueError(f"ToCSV({self.path!r}): record {format_value(record)} has {len(record)} fields, "
-                             f"expected {self._width}")
-        return record
+    def _first_shape(self, first: Any) -> RowShape:
+        try:
+            shape = RowShape.of(first, self.columns)
+        except RecordShapeError as exc:
+            raise self._bad_record(self.rows + 1, first, exc) from None
+        if self.columns is None and shape.kind != "sequence":
+            self._writer.writerow(shape.names)  # the first record named the columns
+        return shape
 
     def close(self) -> None:
         self._writer = None
@@ -140,37 +130,62 @@ class ToCSV(_FileSink):
 class ToJSONL(_FileSink):
     """Write each record as one line of JSON (UTF-8), in arrival order.
 
-    Records are usually dicts (what :class:`~elastream.ops.FromJSONL` reads
-    back); any JSON-serialisable value is accepted.
+    Dicts are written as they are (what :class:`~elastream.ops.FromJSONL`
+    reads back); dataclasses and named tuples (such as
+    :class:`~elastream.ops.WindowResult`) as objects with their field names,
+    and dataclasses nested in a record too; any other JSON-serialisable value
+    as it is. With ``columns`` every record is written as an object of those
+    fields (a tuple's or list's values, in order).
 
     Example::
 
         src >> flow.add(es.ops.ToJSONL(tmp / "out.jsonl"), name="out")
     """
 
-    def __init__(self, path: str | os.PathLike[str]):
-        super().__init__(path)
+    def __init__(self, path: str | os.PathLike[str], *, columns: Sequence[str] | None = None):
+        super().__init__(path, columns)
         self._file: Any = None
-        self._encode = json.JSONEncoder(ensure_ascii=False).encode
+        self._encode = json.JSONEncoder(ensure_ascii=False, default=_json_default).encode
+        self._shapes: dict[type, RowShape | None] = {}
 
     def open(self, ctx: OperatorContext) -> None:
         self.rows = 0
+        self._shapes = {}
         self._file = open(self.path, "w", encoding="utf-8", newline="\n")
 
     def on_batch(self, items: list, port: int) -> None:
-        encode = self._encode
         lines: list[str] = []
         try:
             for record in items:
-                lines.append(encode(record))
-        except (TypeError, ValueError) as exc:
-            kind = TypeError if isinstance(exc, TypeError) else ValueError
-            raise kind(f"ToJSONL({self.path!r}): record {self.rows + len(lines) + 1} "
-                            f"{format_value(record)} cannot be written as JSON: {exc}") from exc
+                lines.append(self._line(record, self.rows + len(lines) + 1))
         finally:
+            # The lines before a bad record are accepted: write them whatever happens.
             if lines:
                 self._file.write("\n".join(lines) + "\n")
                 self.rows += len(lines)
+
+    def _line(self, record: Any, number: int) -> str:
+        try:
+            value = self._json_value(record)
+        except (TypeError, ValueError) as exc:
+            raise self._bad_record(number, record, exc) from None
+        try:
+            return self._encode(value)
+        except (TypeError, ValueError) as exc:
+            kind = ValueError if isinstance(exc, ValueError) else TypeError
+            raise self._bad_record(number, record, kind(f"cannot be written as JSON: {exc}")) from exc
+
+    def _json_value(self, record: Any) -> Any:
+        """What to encode for ``record``: an object for a record with named fields (or given columns)."""
+        kind = type(record)
+        if kind is dict and self.columns is None:
+            return record
+        try:
+            shape = self._shapes[kind]
+        except KeyError:
+            named = self.columns is not None or is_record_object(record)
+            shape = self._shapes[kind] = RowShape.of(record, self.columns) if named else None
+        return record if shape is None else shape.as_dict(record)
 
     def close(self) -> None:
         if self._file is not None:
@@ -178,8 +193,21 @@ class ToJSONL(_FileSink):
             self._file = None
 
 
+def _json_default(value: Any) -> Any:
+    """A dataclass nested in a record, as an object of its fields; anything else is not JSON."""
+    if is_record_object(value):
+        return dict(zip(field_names(value), (getattr(value, n) for n in field_names(value))))
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 class ToParquet(_FileSink):
-    """Write dict records to a Parquet file (pyarrow), in arrival order.
+    """Write records to a Parquet file (pyarrow), in arrival order.
+
+    Records are dicts, dataclasses or named tuples (such as
+    :class:`~elastream.ops.WindowResult`), whose field names are the
+    columns, or tuples and lists given ``columns=[...]``; ``columns`` also
+    picks and orders the fields of the others. The first record is checked at
+    once: one that Parquet cannot hold fails when it arrives, naming it.
 
     Rows are buffered and written as one row group per ``row_group_rows``
     rows; ``close()`` writes the rest. ``schema`` (a ``pyarrow.Schema``) fixes
@@ -191,11 +219,12 @@ class ToParquet(_FileSink):
     Example::
 
         src >> flow.add(es.ops.ToParquet(tmp / "out.parquet", row_group_rows=10_000), name="out")
+        windows.sink(es.ops.ToParquet(tmp / "sessions.parquet"))   # WindowResult: key, start, end, value
     """
 
     def __init__(self, path: str | os.PathLike[str], *, schema: pa.Schema | None = None,
-                 row_group_rows: int = 65536):
-        super().__init__(path)
+                 row_group_rows: int = 65536, columns: Sequence[str] | None = None):
+        super().__init__(path, columns)
         if row_group_rows < 1:
             raise ValueError(f"ToParquet({self.path!r}): row_group_rows must be >= 1, got {row_group_rows}")
         self.schema = schema
@@ -203,18 +232,24 @@ class ToParquet(_FileSink):
         self._buffer: list[dict[str, Any]] = []
         self._writer: Any = None
         self._schema: pa.Schema | None = None
+        self._shape: RowShape | None = None
 
     def open(self, ctx: OperatorContext) -> None:
         self.rows = 0
         self._buffer = []
         self._writer = None
+        self._shape = None
         self._schema = self.schema
         if self._schema is not None:
             self._open_writer(self._schema)  # an unwritable path fails now, not at the end
 
     def on_batch(self, items: list, port: int) -> None:
+        if not items:
+            return
+        if self._shape is None:
+            self._shape = self._first_shape(items[0])
+        self._take(self._shape, items)
         buffer = self._buffer
-        buffer.extend(items)
         size = self.row_group_rows
         if len(buffer) >= size:
             full = len(buffer) - len(buffer) % size
@@ -227,6 +262,36 @@ class ToParquet(_FileSink):
                 # the file then holds exactly the stream up to the failure.
                 self._buffer = []
                 raise
+
+    def _take(self, shape: RowShape, items: list) -> None:
+        """Buffer ``items`` as dicts; a record unlike the first fails, after the ones before it."""
+        if shape.kind == "dict" and self.columns is None and all(type(r) is dict for r in items):
+            self._buffer.extend(items)  # their fields are checked against the schema when written
+            return
+        as_dict, buffer = shape.as_dict, self._buffer
+        for record in items:
+            try:
+                buffer.append(as_dict(record))
+            except (TypeError, ValueError) as exc:
+                raise self._bad_record(self.rows + len(buffer) + 1, record, exc) from None
+
+    def _first_shape(self, first: Any) -> RowShape:
+        """The shape of the first record, once it is known to convert to an Arrow row."""
+        import pyarrow as pa
+
+        try:
+            shape = RowShape.of(first, self.columns)
+            if shape.names is None:
+                raise RecordShapeError(f"is a {type(first).__name__} and Parquet needs column names: pass "
+                                       "columns=[...], or send dicts, dataclasses or named tuples")
+            row = shape.as_dict(first)
+        except (TypeError, ValueError) as exc:
+            raise self._bad_record(1, first, exc) from None
+        try:
+            pa.RecordBatch.from_pylist([row], schema=self._schema)
+        except (TypeError, ValueError, pa.ArrowException) as exc:
+            raise self._bad_record(1, first, TypeError(f"cannot be written to Parquet: {exc}")) from exc
+        return shape
 
     def close(self) -> None:
         import pyarrow as pa

@@ -1,5 +1,10 @@
 """Shared pieces of the file operators: error policies, dead letters, results.
 
+A file sink meets records of many kinds: :class:`RowShape` reads named fields
+out of dicts, dataclasses, named tuples, and tuples or lists given column
+names, the same way for every sink, and says what is accepted when a record is
+none of these.
+
 A file source meets malformed records (a CSV row with the wrong field count, a
 JSON line that does not parse). What happens to them is the source's error
 policy (DESIGN.md "What done means"): ``fail`` stops the flow with a
@@ -16,9 +21,12 @@ thread-local.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from elastream.errors import RecordError
@@ -173,3 +181,125 @@ def format_value(value: Any, limit: int = 40) -> str:
     """``repr(value)`` cut to ``limit`` characters, for error reasons."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+#: What a file sink takes, for its error messages.
+ACCEPTED_RECORDS = ("dicts, dataclasses, named tuples (such as es.ops.WindowResult), "
+                    "or tuples and lists together with columns=[...]")
+
+
+class RecordShapeError(TypeError):
+    """A record a file sink cannot write: not one of :data:`ACCEPTED_RECORDS`, or unlike the first record."""
+
+
+def is_record_object(value: Any) -> bool:
+    """True for a dataclass instance or a named tuple: a record whose fields have names."""
+    return _is_named_tuple(value) or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+
+
+def field_names(value: Any) -> tuple[str, ...]:
+    """The field names of a dataclass instance or named tuple, in declaration order."""
+    if _is_named_tuple(value):
+        return tuple(value._fields)
+    return tuple(f.name for f in dataclasses.fields(value))
+
+
+def _is_named_tuple(value: Any) -> bool:
+    return isinstance(value, tuple) and isinstance(getattr(type(value), "_fields", None), tuple)
+
+
+@dataclass(frozen=True)
+class RowShape:
+    """How a file sink reads one row out of a record, decided by its first record.
+
+    ``kind`` is ``"dict"``, ``"dataclass"``, ``"named tuple"`` or
+    ``"sequence"`` (a tuple or list); ``names`` the columns (None for
+    sequences written without a header); ``values(record)`` the record's
+    values in that order, raising :class:`RecordShapeError` or ValueError for
+    a record that does not have this shape. Their messages continue a
+    sentence that starts with the record ("record 3 (1, 2) has 2 fields, ...").
+
+    Example::
+
+        >>> shape = RowShape.of(WrittenFile("a.csv", 3), None)
+        >>> shape.names, shape.values(WrittenFile("b.csv", 4))
+        (('path', 'rows'), ('b.csv', 4))
+    """
+
+    kind: str
+    names: tuple[str, ...] | None
+    values: Callable[[Any], Sequence[Any]]
+
+    @classmethod
+    def of(cls, first: Any, columns: Sequence[str] | None) -> RowShape:
+        """The shape of ``first``; ``columns`` picks and orders the fields (names the values of a sequence)."""
+        names = tuple(columns) if columns is not None else None
+        if isinstance(first, dict):
+            names = names if names is not None else tuple(first)
+            return cls("dict", names, _dict_values(names))
+        if is_record_object(first):
+            return cls._of_object(first, names)
+        if isinstance(first, (tuple, list)):
+            return cls("sequence", names, _sequence_values(len(names) if names is not None else len(first)))
+        raise RecordShapeError(f"is a {type(first).__name__}; the records must be {ACCEPTED_RECORDS}")
+
+    @classmethod
+    def _of_object(cls, first: Any, names: tuple[str, ...] | None) -> RowShape:
+        record_type = type(first)
+        own = field_names(first)
+        if names is None:
+            names = own
+        missing = [n for n in names if n not in own]
+        if missing:
+            raise RecordShapeError(f"has no fields {missing} (a {record_type.__name__}: {list(own)})")
+        kind = "named tuple" if _is_named_tuple(first) else "dataclass"
+        return cls(kind, names, _object_values(record_type, kind, names, whole=names == own))
+
+    def as_dict(self, record: Any) -> dict[str, Any]:
+        """The record as a dict of its columns (a dict record with every column: itself)."""
+        if self.kind == "dict" and len(record) == len(self.names or ()):
+            self.values(record)  # refuses fields outside the columns
+            return record
+        return dict(zip(self.names or (), self.values(record)))
+
+
+def _dict_values(names: tuple[str, ...]) -> Callable[[Any], Sequence[Any]]:
+    name_set = frozenset(names)
+
+    def values(record: Any) -> Sequence[Any]:
+        if not isinstance(record, dict):
+            raise RecordShapeError(f"is a {type(record).__name__}, but this file holds dict records")
+        if record.keys() != name_set:
+            extra = sorted(map(str, record.keys() - name_set))
+            if extra:
+                raise ValueError(f"has fields {extra} not in the columns {list(names)}")
+        return [record.get(n) for n in names]
+    return values
+
+
+def _object_values(record_type: type, kind: str, names: tuple[str, ...], whole: bool) -> Callable[[Any], Sequence[Any]]:
+    # A named tuple holding exactly the columns is its own row: no copy per record.
+    get = (lambda r: r) if whole and kind == "named tuple" else _getter(names)
+
+    def values(record: Any) -> Sequence[Any]:
+        if type(record) is not record_type:
+            raise RecordShapeError(f"is a {type(record).__name__}, but this file holds {record_type.__name__} records")
+        return get(record)
+    return values
+
+
+def _getter(names: tuple[str, ...]) -> Callable[[Any], Sequence[Any]]:
+    if len(names) == 1:
+        one = attrgetter(names[0])
+        return lambda r: (one(r),)
+    return attrgetter(*names)
+
+
+def _sequence_values(width: int) -> Callable[[Any], Sequence[Any]]:
+    def values(record: Any) -> Sequence[Any]:
+        if not isinstance(record, (tuple, list)):
+            raise RecordShapeError(f"is a {type(record).__name__}, but this file holds tuple or list records")
+        if len(record) != width:
+            raise ValueError(f"has {len(record)} fields, expected {width}")
+        return record
+    return values

@@ -21,6 +21,7 @@ def validate(flow: Flow) -> None:
     _check_inputs_connected(flow)
     _check_required_outputs(flow)
     _check_has_source(flow)
+    _check_outputs_lead_somewhere(flow)
     _check_cycles(flow)
 
 
@@ -62,6 +63,24 @@ def _check_required_outputs(flow: Flow) -> None:
 def _check_has_source(flow: Flow) -> None:
     if not any(h.operator.n_inputs == 0 for h in flow.operators.values()):
         raise FlowValidationError(f"flow {flow.name!r} has no source operator (one with no inputs)")
+
+
+def _check_outputs_lead_somewhere(flow: Flow) -> None:
+    """Refuse operators whose every output port is unconnected: what they emit would be lost unseen.
+
+    An operator with no output ports is a sink and ends a flow; one with several may leave some unused
+    (a file source's dead-letter port when nothing is malformed), but not all of them.
+    """
+    used = {c.src for c in flow.connections}
+    dangling = [name for name, h in flow.operators.items() if h.operator.n_outputs and name not in used]
+    if not dangling:
+        return
+    names = ", ".join(f"{n!r} ({flow.operators[n].operator.describe()})" for n in dangling)
+    which = "operator" if len(dangling) == 1 else "operators"
+    raise FlowValidationError(
+        f"flow {flow.name!r}: the output of {which} {names} goes nowhere, so its tuples would be lost "
+        f"(the flow has no sink there); end the pipeline with a sink, e.g. .sink(es.ops.Collect()) or a "
+        f"file sink such as .sink(es.ops.ToJSONL(path))", operator=dangling[0], port="out(0)")
 
 
 def _check_cycles(flow: Flow) -> None:

@@ -25,6 +25,8 @@ from typing import Any
 from elastream.operators.base import PARTITIONED, STATEFUL, FunctionOperator, max_parallelism
 from elastream.operators.keygroups import keys_in_groups
 from elastream.operators.spec import Declared, OperatorSpec, key_groups_for
+from elastream.operators.user_code import (TEXT_TYPES, UNSET, check_factory, explain_step_failure,
+                                           note_failed_record, note_fold_hint, refuse_text_outputs)
 
 Step = Callable[[Any, Any], tuple[Any, Iterable[Any]]]
 KeyedEnd = Callable[[Any, Any], Iterable[Any]]
@@ -37,6 +39,10 @@ def _check_callable(owner: str, **functions: Any) -> None:
     for name, fn in functions.items():
         if not callable(fn):
             raise TypeError(f"{owner}: {name} must be callable, got {fn!r}")
+
+
+def _fn_name(fn: Any) -> str:
+    return getattr(fn, "__name__", type(fn).__name__)
 
 
 def _export(states: dict, groups: int, chosen: Collection[int]) -> dict:
@@ -69,7 +75,8 @@ class KeyedProcess(FunctionOperator):
                  partitions: int = 1, strategy: str = "hash", on_end: KeyedEnd | None = None):
         super().__init__(inputs=1, outputs=1)
         _check_partitioning(partitions, strategy)
-        _check_callable("KeyedProcess", key=key, step=step, state=state)
+        _check_callable("KeyedProcess", key=key, step=step)
+        check_factory("KeyedProcess", "state", state)
         if on_end is not None:
             _check_callable("KeyedProcess", on_end=on_end)
         self.key = key
@@ -104,24 +111,46 @@ class KeyedProcess(FunctionOperator):
     def on_batch(self, items: list, port: int) -> list:
         key, step, states, factory = self.key, self.step, self.states, self.state_factory
         out: list = []
-        for x in items:
-            k = key(x)
-            s = states[k] if k in states else factory()
-            s, emitted = step(s, x)
-            states[k] = s
-            if emitted:
-                out.extend(emitted)
+        x = r = UNSET
+        try:  # one try around the loop: the record and the step's contract are looked at only on failure
+            for x in items:
+                k = key(x)
+                r = step(states[k] if k in states else factory(), x)
+                s, emitted = r
+                states[k] = s
+                if emitted:
+                    if emitted.__class__ in TEXT_TYPES:
+                        raise refuse_text_outputs(self.describe(), x, emitted)
+                    out.extend(emitted)
+        except Exception as exc:
+            contract = explain_step_failure(exc, self.describe(), x, r)
+            if contract is None:
+                raise
+            raise contract from None
         return out
 
     def on_items(self, items: list, port: int) -> list:
         key, step, states, factory = self.key, self.step, self.states, self.state_factory
         out: list = []
-        for x in items:
-            k = key(x)
-            s, emitted = step(states[k] if k in states else factory(), x)
-            states[k] = s
-            out.append(emitted)
+        x = r = UNSET
+        try:
+            for x in items:
+                k = key(x)
+                r = step(states[k] if k in states else factory(), x)
+                s, emitted = r
+                states[k] = s
+                if emitted and emitted.__class__ in TEXT_TYPES:
+                    raise refuse_text_outputs(self.describe(), x, emitted)
+                out.append(emitted)
+        except Exception as exc:
+            contract = explain_step_failure(exc, self.describe(), x, r)
+            if contract is None:
+                raise
+            raise contract from None
         return out
+
+    def describe(self) -> str:
+        return f"KeyedProcess({_fn_name(self.step)})"
 
     def order_keys(self, keys: Any) -> None:
         states = self.states
@@ -166,6 +195,9 @@ class KeyedReduce(FunctionOperator):
                  initial: Callable[[], Any] | None = None, partitions: int = 1, strategy: str = "hash"):
         super().__init__(inputs=1, outputs=1)
         _check_partitioning(partitions, strategy)
+        _check_callable("KeyedReduce", key=key, fn=fn)
+        if initial is not None:
+            check_factory("KeyedReduce", "initial", initial)
         self.partitions = int(partitions)
         self.key_groups = key_groups_for(self.partitions)
         self.strategy = strategy
@@ -196,17 +228,27 @@ class KeyedReduce(FunctionOperator):
     def on_batch(self, items: list, port: int) -> list:
         key, fn, acc, initial = self.key, self.fn, self.acc, self.initial
         out = []
-        for x in items:
-            k = key(x)
-            if k in acc:
-                v = fn(acc[k], x)
-            elif initial is not None:
-                v = fn(initial(), x)
-            else:
-                v = x
-            acc[k] = v
-            out.append((k, v))
+        x = None
+        try:  # one try around the loop: the record is looked at only on failure
+            for x in items:
+                k = key(x)
+                if k in acc:
+                    v = fn(acc[k], x)
+                elif initial is not None:
+                    v = fn(initial(), x)
+                else:
+                    v = x
+                acc[k] = v
+                out.append((k, v))
+        except Exception as exc:
+            note_failed_record(exc, self.describe(), x)
+            if initial is None:
+                note_fold_hint(exc, self.describe())
+            raise
         return out
+
+    def describe(self) -> str:
+        return f"KeyedReduce({_fn_name(self.fn)})"
 
     def on_items(self, items: list, port: int) -> list:
         return [[pair] for pair in self.on_batch(items, port)]
@@ -227,7 +269,8 @@ class StatefulProcess(FunctionOperator):
 
     def __init__(self, step: Step, state: Callable[[], Any] = dict, on_end: StatefulEnd | None = None):
         super().__init__(inputs=1, outputs=1)
-        _check_callable("StatefulProcess", step=step, state=state)
+        _check_callable("StatefulProcess", step=step)
+        check_factory("StatefulProcess", "state", state)
         if on_end is not None:
             _check_callable("StatefulProcess", on_end=on_end)
         self.step = step
@@ -254,12 +297,26 @@ class StatefulProcess(FunctionOperator):
     def on_batch(self, items: list, port: int) -> list:
         step, s = self.step, self.state
         out: list = []
-        for x in items:
-            s, emitted = step(s, x)
-            if emitted:
-                out.extend(emitted)
+        x = r = UNSET
+        try:  # one try around the loop: the record and the step's contract are looked at only on failure
+            for x in items:
+                r = step(s, x)
+                s, emitted = r
+                if emitted:
+                    if emitted.__class__ in TEXT_TYPES:
+                        raise refuse_text_outputs(self.describe(), x, emitted)
+                    out.extend(emitted)
+        except Exception as exc:
+            self.state = s  # the records before the failing one were folded in
+            contract = explain_step_failure(exc, self.describe(), x, r)
+            if contract is None:
+                raise
+            raise contract from None
         self.state = s
         return out
+
+    def describe(self) -> str:
+        return f"StatefulProcess({_fn_name(self.step)})"
 
     def on_inputs_closed(self) -> list | None:
         if self.on_end is None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from elastream.operators.base import STATELESS, UNBOUNDED, FunctionOperator, Operator, Status
 from elastream.operators.spec import Declared, OperatorSpec
+from elastream.operators.user_code import failed_record, note_failed_record
 
 
 def _fn_name(fn: Callable[..., Any]) -> str:
@@ -27,7 +28,12 @@ class Map(FunctionOperator):
         self.fn = fn
 
     def on_batch(self, items: list, port: int) -> list:
-        return list(map(self.fn, items))
+        it = iter(items)  # where it stopped tells the failing record, at no cost per tuple
+        try:
+            return list(map(self.fn, it))
+        except Exception as exc:
+            note_failed_record(exc, self.describe(), failed_record(items, it))
+            raise
 
     def spec(self) -> OperatorSpec:
         return self.spec_with(one_to_one=True, declared=Declared("map", self.fn))
@@ -47,7 +53,12 @@ class Filter(FunctionOperator):
         self.pred = pred
 
     def on_batch(self, items: list, port: int) -> list:
-        return list(filter(self.pred, items))
+        it = iter(items)
+        try:
+            return list(filter(self.pred, it))
+        except Exception as exc:
+            note_failed_record(exc, self.describe(), failed_record(items, it))
+            raise
 
     def spec(self) -> OperatorSpec:
         return self.spec_with(declared=Declared("filter", self.pred))
@@ -69,8 +80,13 @@ class FlatMap(FunctionOperator):
     def on_batch(self, items: list, port: int) -> list:
         fn = self.fn
         out: list = []
-        for x in items:
-            out.extend(fn(x))
+        x = None
+        try:
+            for x in items:
+                out.extend(fn(x))
+        except Exception as exc:
+            note_failed_record(exc, self.describe(), x)
+            raise
         return out
 
     def spec(self) -> OperatorSpec:

@@ -60,6 +60,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from elastream.operators.user_code import note_fold_hint
 from elastream.ops.keyed import KeyedProcess, StatefulProcess
 
 LATE_POLICIES = ("drop", "fail")
@@ -261,9 +262,14 @@ class _WindowFold:
         return state, [_update(self.key(item), t, t + gap, acc, t)] if self.updates else closed
 
     def _fold(self, acc: Any, item: Any) -> Any:
-        if acc is _NO_ACC:
-            return item if self.initial is None else self.fn(self.initial(), item)
-        return self.fn(acc, item)
+        try:  # free unless it raises: then say where a fold without initial starts
+            if acc is _NO_ACC:
+                return item if self.initial is None else self.fn(self.initial(), item)
+            return self.fn(acc, item)
+        except TypeError as exc:
+            if self.initial is None:
+                note_fold_hint(exc, "the window aggregate", "each window's fold starts from its first tuple")
+            raise
 
     def _late(self, state: WindowState, item: Any, t: float, start: float, end: float | None) -> None:
         if self.late == "fail":

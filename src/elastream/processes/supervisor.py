@@ -48,6 +48,7 @@ from elastream.processes.messages import (Control, ControlResult, Done, Failed, 
                                           Shutdown, Started, Stats, receive, send)
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, pickle_specs, split_flow
+from elastream.processes.worker_death import WorkerProcessError, death_of
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
@@ -58,39 +59,6 @@ from elastream.runtime.periodic import PeriodListener, PeriodSampler
 WATCH_S = 0.5
 #: How long a dead worker's exit status is waited for (it is normally there at once).
 EXIT_STATUS_WAIT_S = 1.0
-#: What a worker that died while starting most likely needs (the error it printed comes before).
-STARTUP_HINT = ("a worker process first re-runs the main script (as \"__mp_main__\"): code at its top level that "
-                "fails there, or starts a run, kills the worker; put such code inside `if __name__ == \"__main__\":`")
-
-
-class WorkerProcessError(ElastreamError):
-    """A worker process died (killed, crashed) while the flow ran, or during its start-up.
-
-    ``starting`` is True when it died before it had started its operators (its bootstrapping:
-    re-running the main script, unpickling its part of the flow); ``stderr_tail`` is the end of
-    what it printed then, where that could be captured (workers from the fork server).
-    """
-
-    def __init__(self, index: int, pid: int | None, exitcode: int | None, operators: list[str], *,
-                 starting: bool = False, stderr_tail: str = ""):
-        how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
-        when = " during its start-up, before its operators ran" if starting else ""
-        message = f"worker process {index} (pid {pid}) died{when} ({how}); its operators: {', '.join(operators)}"
-        if starting and (exitcode is None or exitcode >= 0):  # not killed by a signal: it failed on its own
-            message += f"\n{STARTUP_HINT}"
-        if stderr_tail:
-            message += "\nits last lines on stderr:\n" + "\n".join(f"  {line}" for line in stderr_tail.splitlines())
-        elif starting:
-            message += "\n(its own error, if it printed one, is on stderr above)"
-        super().__init__(message)
-        self.index = index
-        self.pid = pid
-        self.exitcode = exitcode
-        self.operators = operators
-        self.starting = starting
-        self.stderr_tail = stderr_tail
-
-
 class RemoteOperatorError(ElastreamError):
     """The original exception of an operator that failed in a worker process."""
 
@@ -333,9 +301,7 @@ class ProcessRunHandle:
             # Its pipes close while the kernel tears it down, a moment before it can be reaped: wait for
             # that moment so that the error can say how it died.
             child.process.join(EXIT_STATUS_WAIT_S)
-            pid = child.pid or child.process.pid
-            self._fail(WorkerProcessError(child.index, pid, child.process.exitcode, child.operators,
-                                          starting=child.pid is None, stderr_tail=forkserver.startup_error(pid)))
+            self._fail(death_of(child.index, child.pid, child.process, child.operators))
 
     def _on_started(self, child: _Child, message: Started) -> None:
         child.pid = message.pid
@@ -389,9 +355,7 @@ class ProcessRunHandle:
         lost = [c for c in self._children if c.final is None]
         if lost and self._failure is None and not self._explicit_shutdown:
             c = lost[0]
-            pid = c.pid or c.process.pid
-            self._failure = WorkerProcessError(c.index, pid, c.process.exitcode, c.operators,
-                                               starting=c.pid is None, stderr_tail=forkserver.startup_error(pid))
+            self._failure = death_of(c.index, c.pid, c.process, c.operators)
 
     def _unlink_rings(self) -> None:
         for ring in self._rings:

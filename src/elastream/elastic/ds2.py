@@ -19,7 +19,8 @@ down to the most the graph can sustain.
 :class:`DS2Controller` adds replicas when Algorithm 9 finds a bottleneck
 (:mod:`elastream.elastic.bottleneck`) — sizing every replicable unit the
 targets say is short in the same step — removes replicas a unit no longer
-needs, and names hot key groups instead of adding replicas that cannot help.
+needs (after SHRINK_PERIODS periods in a row say so), and names hot key groups
+instead of adding replicas that cannot help.
 
 Threading: :func:`ds2_instances` is pure; a controller belongs to one elastic loop.
 
@@ -48,6 +49,10 @@ GROW_SLACK = 0.1
 #: A unit gives an instance back only when the rest would still have this much spare capacity,
 #: so that removing a replica does not make a new bottleneck the next period adds back.
 SHRINK_HEADROOM = 1.15
+
+#: ... and only after this many periods in a row found it over-sized: one short period's rates move in
+#: whole batches, and giving a replica back on one low reading would only add it again next period.
+SHRINK_PERIODS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +156,7 @@ class DS2Controller:
         self.tau = tau
         self.max_replicas = max_replicas
         self.hot_keys = HotKeyWatch(hot_share)
+        self._oversized: dict[str, int] = {}
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
         """Hot key groups newly seen, then replica counts for the units DS2 finds short or over-sized."""
@@ -164,8 +170,17 @@ class DS2Controller:
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
         decisions += grow_decisions(view, sizing, caps, bottlenecks)
-        decisions += shrink_decisions(view, sizing, {b.name for b in bottlenecks})
+        decisions += self._confirmed(shrink_decisions(view, sizing, {b.name for b in bottlenecks}))
         return decisions
+
+    def _confirmed(self, shrinks: list[SetReplicas]) -> list[SetReplicas]:
+        """The shrinks proposed SHRINK_PERIODS periods in a row (a unit's count resets when it is not proposed)."""
+        proposed = {d.operator for d in shrinks}
+        self._oversized = {name: self._oversized.get(name, 0) + 1 for name in proposed}
+        confirmed = [d for d in shrinks if self._oversized[d.operator] >= SHRINK_PERIODS]
+        for d in confirmed:
+            self._oversized.pop(d.operator)
+        return confirmed
 
     def replica_caps(self, view: FlowView, machine: Machine, hot: set[str]) -> dict[str, int]:
         """The most instances of each replicable unit (a unit with a hot key group keeps what it has)."""

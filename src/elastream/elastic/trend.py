@@ -4,7 +4,9 @@ A :class:`ThreadRecord` per thread level remembers the throughput last seen
 there and whether it is trusted. Each period (Fig. 7's ``updateThreadLevel``):
 
 1. if the load changed, no record is trusted any more;
-2. the period's throughput is recorded at the current level;
+2. the throughput is recorded at the current level (measured over a window of
+   one or more periods at that level, so that a slow flow's batch-sized
+   counts do not pass for trends);
 3. the level goes up when the level below shows an upward trend and nothing
    above is trusted, when the level above is trusted and better, or when at
    the minimum level with nothing trusted above; it goes down when nothing
@@ -47,6 +49,40 @@ SENS = 0.05
 #: change of load, and untrusting everything on such noise would keep the controller exploring.
 LOAD_CHANGE = 0.2
 
+#: A throughput measurement closes once it holds this many tuples (handled, summed over operators)...
+#: Counts move in whole batches (up to a few hundred tuples each), so a period of a slow flow holding
+#: a few batches swings by far more than SENS from one period to the next with nothing changed.
+WINDOW_TUPLES = 5000
+
+#: ... or once it spans this many periods, so that a slow flow is still measured every few periods.
+WINDOW_PERIODS = 4
+
+
+@dataclass(slots=True)
+class ThroughputWindow:
+    """Consecutive periods at one thread level, measured as one: the trend rules read whole windows."""
+
+    level: int = 0
+    tuples: float = 0.0
+    seconds: float = 0.0
+    periods: int = 0
+
+    def add(self, level: int, tuples: float, seconds: float) -> float | None:
+        """Add a period at ``level``; the window's throughput once it closes, else None."""
+        if level != self.level:
+            self.reset(level)
+        self.tuples += tuples
+        self.seconds += seconds
+        self.periods += 1
+        if self.tuples < WINDOW_TUPLES and self.periods < WINDOW_PERIODS:
+            return None
+        thput = self.tuples / self.seconds if self.seconds > 0 else 0.0
+        self.reset(level)
+        return thput
+
+    def reset(self, level: int = 0) -> None:
+        self.level, self.tuples, self.seconds, self.periods = level, 0.0, 0.0, 0
+
 
 @dataclass(slots=True)
 class ThreadRecord:
@@ -71,6 +107,7 @@ class TrendController:
         self.records: dict[int, ThreadRecord] = {}
         self.time = 0
         self.gil = GilGuard(min_threads)
+        self.window = ThroughputWindow()
         self._context: tuple | None = None
 
     # -- the controller ------------------------------------------------------------------------------
@@ -82,15 +119,15 @@ class TrendController:
         level = levels.threads[0]
         reading = read_gil(period, levels)
         ceiling = self.gil.ceiling(reading, machine)
-        thput = flow_view(period, levels).throughput()
         untrusted = self._note_context(levels)
         stepped = self.gil.step_down(reading, levels, machine)
-        if stepped:
-            self.observe(level, thput)
-            return stepped
-        if level > ceiling:
-            return threads_everywhere(levels, ceiling, f"{level} threads per process is above the {ceiling} "
-                                                       f"worth running ({reading.describe()})")
+        if stepped or level > ceiling:
+            self.window.reset()
+            return stepped or threads_everywhere(levels, ceiling, f"{level} threads per process is above the "
+                                                                  f"{ceiling} worth running ({reading.describe()})")
+        thput = self.window.add(level, flow_view(period, levels).throughput() * period.period_s, period.period_s)
+        if thput is None:
+            return []  # still measuring this level
         target, why = self.update_thread_level(level, thput, ceiling, cpu_ok=not machine.is_cpu_busy())
         if untrusted:
             why = f"{untrusted}; {why}"
@@ -171,6 +208,7 @@ class TrendController:
         if previous is None or previous == context:
             return ""
         self.untrust_all()
+        self.window.reset()
         return "processes, replicas or fusion changed, nothing trusted"
 
     def _why_up(self, level: int, thput: float, below: bool, above: bool) -> str:

@@ -8,7 +8,7 @@ import pytest
 from elastic_snapshots import chain_period, load_periods, op, replicated_period
 
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import DS2Controller, ds2_instances, input_targets, source_rate
+from elastream.elastic.ds2 import SHRINK_PERIODS, DS2Controller, ds2_instances, input_targets, source_rate
 from elastream.elastic.view import flow_view
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import HotKey, Levels, SetReplicas
@@ -53,11 +53,21 @@ def test_ds2_never_asks_for_more_replicas_than_the_cores():
     assert [(d.operator, d.count) for d in decisions] == [("slow", 2)]
 
 
-def test_ds2_takes_replicas_back_when_the_load_falls():
+def test_ds2_takes_replicas_back_when_the_load_stays_low_for_a_few_periods():
     light = replicated_period("slow", 4, rate=1000.0, cost_s=400e-6)    # needs 0.4 of one instance
-    decisions = DS2Controller().decide(light, Levels(replicas={"slow": 4}), EIGHT_CORES)
-    assert [(d.operator, d.count) for d in decisions] == [("slow", 1)]
-    assert "more replicas than its load needs" in decisions[0].reason
+    controller = DS2Controller()
+    rounds = [controller.decide(light, Levels(replicas={"slow": 4}), EIGHT_CORES) for _ in range(SHRINK_PERIODS)]
+    assert rounds[:-1] == [[]] * (SHRINK_PERIODS - 1)
+    assert [(d.operator, d.count) for d in rounds[-1]] == [("slow", 1)]
+    assert "more replicas than its load needs" in rounds[-1][0].reason
+
+
+def test_one_low_period_between_normal_ones_takes_no_replica_back():
+    controller = DS2Controller()
+    light = replicated_period("slow", 2, rate=1000.0, cost_s=400e-6)
+    steady = replicated_period("slow", 2, rate=4000.0, cost_s=400e-6)
+    for period in (light, steady, light, steady, light):
+        assert controller.decide(period, Levels(replicas={"slow": 2}), EIGHT_CORES) == []
 
 
 def test_ds2_keeps_replicas_a_steady_load_needs():

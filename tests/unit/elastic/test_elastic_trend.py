@@ -86,5 +86,12 @@ def test_update_thread_level_follows_fig_7_rules():
 
 def test_every_thread_level_of_every_process_moves_together():
     levels = Levels(threads=(1, 1))
-    decisions = TrendController().decide(period_at(1, PEAK_AT_3), levels, MACHINE)
+    decisions = TrendController().decide(period_at(1, {1: 3000}), levels, MACHINE)
     assert sorted((d.process, d.threads) for d in decisions) == [(0, 2), (1, 2)]
+
+
+def test_a_slow_flow_is_measured_over_several_periods_before_the_level_moves():
+    controller = TrendController()
+    slow = {1: 600, 2: 1100}          # 1,800 tuples handled a period at level 1: a window of several periods
+    trace = run(controller, slow, level=1, periods=4)
+    assert trace == [1, 1, 1, 2]

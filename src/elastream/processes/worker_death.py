@@ -32,7 +32,8 @@ class WorkerProcessError(ElastreamError):
 
     def __init__(self, index: int, pid: int | None, exitcode: int | None, operators: list[str], *,
                  starting: bool = False, stderr_tail: str = ""):
-        how = f"killed by signal {-exitcode}" if exitcode is not None and exitcode < 0 else f"exit code {exitcode}"
+        how = ("exit status not known" if exitcode is None else
+               f"killed by signal {-exitcode}" if exitcode < 0 else f"exit code {exitcode}")
         when = " during its start-up, before its operators ran" if starting else ""
         message = f"worker process {index} (pid {pid}) died{when} ({how}); its operators: {', '.join(operators)}"
         if starting and (exitcode is None or exitcode >= 0):  # not killed by a signal: it failed on its own

@@ -117,10 +117,16 @@ def test_main_is_guarded_tells_guarded_from_unguarded_top_level_code(tmp_path):
             pass
         else:
             print("else", check())
+        try:
+            if "__main__" == __name__:
+                print("inside_try", check())
+        except ImportError:
+            print("handler", check())
     """
     done = run_script(tmp_path, body)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["top", "False", "guarded", "True", "nested", "True", "else", "True"]
+    assert done.stdout.split() == ["top", "False", "guarded", "True", "nested", "True", "else", "True",
+                                   "inside_try", "True"]
 
 
 def test_main_is_guarded_without_a_main_script():

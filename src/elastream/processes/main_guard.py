@@ -128,21 +128,27 @@ def _guarded_blocks(body: list[ast.stmt]) -> list[tuple[int, int]]:
     """Ranges of the statements in ``body`` (and the top-level blocks nested in it) under a main guard."""
     ranges: list[tuple[int, int]] = []
     for stmt in body:
-        if isinstance(stmt, ast.If):
-            branch = _main_branch(stmt)
-            if branch:
-                ranges.append(_span(branch))
-                continue
-        # A guard may sit inside other top-level blocks (try, with, another if): look inside them,
-        # but not inside functions or classes, which the top level does not execute as it goes.
-        if not isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                inner = getattr(stmt, field, None)
-                if isinstance(inner, list):
-                    ranges.extend(_guarded_blocks([s for s in inner if isinstance(s, ast.stmt)]))
-                    ranges.extend(_guarded_blocks([s for h in inner if isinstance(h, ast.ExceptHandler)
-                                                   for s in h.body]))
+        branch = _main_branch(stmt) if isinstance(stmt, ast.If) else []
+        if branch:
+            ranges.append(_span(branch))
+            continue
+        for inner in _nested_bodies(stmt):
+            ranges.extend(_guarded_blocks(inner))
     return ranges
+
+
+def _nested_bodies(stmt: ast.stmt) -> list[list[ast.stmt]]:
+    """The blocks the top level executes as it goes through ``stmt`` (try, with, if, for, match...).
+
+    Not the bodies of functions and classes: a guard inside a function says nothing about the top level.
+    """
+    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return []
+    bodies = [getattr(stmt, name) for name in ("body", "orelse", "finalbody")
+              if isinstance(getattr(stmt, name, None), list)]
+    bodies.extend(handler.body for handler in getattr(stmt, "handlers", ()))
+    bodies.extend(case.body for case in getattr(stmt, "cases", ()))
+    return bodies
 
 
 def _main_branch(stmt: ast.If) -> list[ast.stmt]:

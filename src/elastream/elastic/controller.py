@@ -76,6 +76,10 @@ class Machine:
         """The most worker processes."""
         return max(1, self.max_processes or self.cores)
 
+    def is_cpu_measured(self) -> bool:
+        """True when the caller measured the machine's CPU (a running flow never reads exactly 0%)."""
+        return self.cpu_percent > 0.0
+
     def is_cpu_busy(self) -> bool:
         """True when the machine's CPU is too busy for more threads (IBM §4.2.3, above 80%)."""
         return self.cpu_percent > CPU_BUSY_PERCENT

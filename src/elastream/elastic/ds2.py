@@ -188,9 +188,9 @@ class DS2Controller:
         for unit in view.units.values():
             if not unit.is_parallel:
                 continue
-            # Low CPU per busy second means waiting with the GIL released only on a machine with CPU to
-            # spare; on a saturated one every thread gets a fraction of a core and looks the same.
-            waits = unit.waits_off_cpu and not machine.is_cpu_busy()
+            # Low CPU per busy second means waiting with the GIL released only on a machine known to have
+            # CPU to spare; on a saturated one every thread gets a fraction of a core and looks the same.
+            waits = unit.waits_off_cpu and machine.is_cpu_measured() and not machine.is_cpu_busy()
             cap = self.max_replicas or (machine.thread_cap if waits else machine.cores)
             caps[unit.name] = unit.instances if unit.name in hot else max(cap, unit.instances)
         return caps
@@ -198,17 +198,18 @@ class DS2Controller:
 
 def grow_decisions(view: FlowView, sizing: dict[str, Sizing], caps: dict[str, int],
                    bottlenecks: list[Unit]) -> list[SetReplicas]:
-    """When Algorithm 9 finds a bottleneck: every replicable unit DS2 finds short, sized in this one step."""
-    if not bottlenecks:
+    """When Algorithm 9 finds a bottleneck DS2 also finds short: every replicable unit DS2 finds short, in one step."""
+    wants = {name: min(caps[name], grown(size.instances)) for name, size in sizing.items() if name in caps}
+    confirmed = [b for b in bottlenecks if wants.get(b.name, 0) > b.instances]
+    if not confirmed:
+        # No bottleneck DS2 itself finds short (e.g. the congested unit is the head of a fused chain the
+        # levels do not name, whose members share its busy time): nothing here is sure enough to act on.
         return []
-    named = {b.name for b in bottlenecks}
-    first = bottlenecks[0]
+    named = {b.name for b in confirmed}
+    first = confirmed[0]
     decisions = []
-    for name, size in sizing.items():
-        unit = view.units[name]
-        if name not in caps:
-            continue
-        want = min(caps[name], grown(size.instances))
+    for name, want in wants.items():
+        unit, size = view.units[name], sizing[name]
         if want <= unit.instances:
             continue
         why = (f"{name!r} is a bottleneck (input full {unit.input_congestion:.0%} of the period, output "

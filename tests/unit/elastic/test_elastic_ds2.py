@@ -112,3 +112,19 @@ def test_a_hot_key_group_is_named_once_and_gets_no_more_replicas():
     spread = replicated_period("sum", 2, rate=2000.0, cost_s=900e-6, split_wb=0.8, load=(100,) * 10)
     grown = controller.decide(spread, Levels(replicas={"sum": 2}), EIGHT_CORES)
     assert [type(d) for d in grown] == [SetReplicas] and grown[0].count > 2
+
+
+def test_a_fused_chain_the_levels_do_not_name_gets_no_misdirected_replicas():
+    period = load_periods("chain_one_slow_fused.json")[3]        # its head is congested, its members share busy time
+    assert DS2Controller().decide(period, Levels(threads=(2,)), Machine(cores=2, cpu_percent=95.0)) == []
+
+
+def test_replicas_go_above_the_cores_only_for_operators_seen_waiting_off_the_cpu_on_a_measured_machine():
+    waiting = slow_chain_limited_by(1e6)
+    slow = waiting.operators["slow"]
+    waiting = replace(waiting, operators={**waiting.operators, "slow": replace(slow, cpu_s=slow.busy_s / 20)})
+    def count(machine):
+        return [d.count for d in DS2Controller().decide(waiting, Levels(), machine)]
+    assert count(Machine(cores=2, cpu_percent=30.0)) == [8]        # blocking I/O: up to the thread cap
+    assert count(Machine(cores=2, cpu_percent=0.0)) == [2]         # CPU not measured: the cores
+    assert count(Machine(cores=2, cpu_percent=95.0)) == [2]        # saturated machine: the cores

@@ -17,6 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from elastream.elastic.config import elastic_from
+from elastream.elastic.loop import Fixed
+from elastream.elastic.run import start_elastic
 from elastream.errors import OperatorError
 from elastream.graph.flow import Flow
 from elastream.policies.registry import create as create_policy
@@ -48,23 +51,25 @@ class Runner:
     process). ``placement``: "auto" (TurboStream §V), "round_robin", a plan, a dict, or an earlier
     run's FlowStats. ``backend``: "auto" (threads, or processes when ``processes > 1``),
     "threads", "processes" or "spark". The rarely used knobs live in ``scheduling``,
-    ``ordering`` and ``process_options`` (:mod:`elastream.runtime.config`). ``elastic`` is
-    reserved for the elasticity controllers.
+    ``ordering`` and ``process_options`` (:mod:`elastream.runtime.config`). ``elastic``: True (the
+    default) sizes the levels the caller did not give while the flow runs — ``threads`` and
+    ``processes`` given fix theirs —, False turns that off, ``es.Elastic(...)`` tunes it.
     """
 
-    def __init__(self, threads: int = 1, processes: int = 1, policy: Any = "least_recently_run", *,
+    def __init__(self, threads: int | None = None, processes: int | None = None,
+                 policy: Any = "least_recently_run", *,
                  max_queue_size: int = 1024, quantum_ms: float = 50.0, batch_size: int = 256, seed: int | None = None,
-                 replicas: Any = None, placement: Any = "auto", backend: str = "auto", elastic: bool = False,
+                 replicas: Any = None, placement: Any = "auto", backend: str = "auto", elastic: Any = True,
                  scheduling: SchedulingConfig | None = None, ordering: OrderingConfig | None = None,
                  process_options: ProcessConfig | None = None, **renamed: Any):
         for name in renamed:
             if name in RENAMED:
                 raise TypeError(f"Runner({name}=...) has moved: use {RENAMED[name]}")
             raise TypeError(f"Runner() got an unexpected keyword argument {name!r}")
-        if elastic:
-            raise NotImplementedError("elastic=True needs the elasticity controllers, not built yet")
+        self.elastic = elastic_from(elastic)
+        self.fixed = Fixed(threads=threads is not None, processes=processes is not None)
         self.config = RunConfig(
-            threads=threads, processes=processes, policy=policy, seed=seed, max_queue_size=max_queue_size,
+            threads=1 if threads is None else threads, processes=1 if processes is None else processes, policy=policy, seed=seed, max_queue_size=max_queue_size,
             quantum_ms=quantum_ms, batch_size=batch_size, backend=backend, replicas=replicas, placement=placement,
             scheduling=scheduling or SchedulingConfig(), ordering=ordering or OrderingConfig(),
             process=process_options or ProcessConfig(),
@@ -90,7 +95,11 @@ class Runner:
         from elastream.execution.backends import BACKENDS
 
         flow.validate()
-        return BACKENDS[self.config.backend_name](flow, self.config)
+        handle = BACKENDS[self.config.backend_name](flow, self.config)
+        if self.elastic is None or self.config.backend_name == "spark":
+            return handle
+        return start_elastic(handle, self.elastic, threads=self.config.threads, processes=self.config.processes,
+                             fixed=self.fixed)
 
     def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
         """Run ``flow`` to completion and return its result.

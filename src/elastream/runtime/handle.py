@@ -35,6 +35,8 @@ class RunResult:
     elapsed_s: float
     shutdown: bool = False
     """True when the run was ended by an explicit shutdown."""
+    timeline: Any = None
+    """An elastic run's timeline (levels, throughput and decisions per period); None otherwise."""
 
 
 @runtime_checkable

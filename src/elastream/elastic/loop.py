@@ -1,0 +1,162 @@
+"""The elastic loop: once a period, read the run's statistics, ask the controllers, apply what they decide.
+
+This is the one place where elasticity meets a running flow, and it meets it
+only through the :class:`~elastream.runtime.handle.RunHandle` protocol: it reads
+``handle.stats()`` (the period is the difference of two snapshots, DS2's true
+rates included) and hands the controllers' decisions to ``handle.submit``,
+which applies them at the backend's reconfiguration point, checks them and
+returns them as :class:`~elastream.runtime.decisions.Applied`. Controllers
+never see the handle (STYLE.md: they read snapshots and return decisions).
+
+Levels the user fixed (``Runner(threads=2)``) are never changed: decisions
+about them are dropped before they are applied.
+
+Threading: :class:`ElasticLoop` runs on its own daemon thread
+("elastream-elastic"), not on the engine's monitor or supervisor thread, so a
+decision that waits for a worker process's answer never blocks the thread that
+reads that answer. :meth:`ElasticLoop.step` is the deterministic core the
+tests call directly with recorded statistics.
+
+Example::
+
+    loop = ElasticLoop(handle, Elastic(period_s=0.5), controllers, Levels(threads=(1,)))
+    loop.start(); ...; loop.stop()
+    loop.timeline.to_json()
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from time import perf_counter
+from typing import Any
+
+from elastream.elastic.config import Elastic
+from elastream.metrics.period import PeriodStats, period_between
+from elastream.metrics.stats import FlowStats
+from elastream.metrics.timeline import Timeline
+from elastream.runtime.decisions import Applied, Decision, Levels, SetProcesses, SetThreads
+
+
+@dataclass(frozen=True, slots=True)
+class Fixed:
+    """The levels the user fixed, which no controller may change."""
+
+    threads: bool = False
+    processes: bool = False
+
+
+class ElasticLoop:
+    """Runs the controllers on a running flow once a period and applies their decisions."""
+
+    def __init__(self, handle: Any, elastic: Elastic, controllers: Sequence[Any], levels: Levels,
+                 fixed: Fixed = Fixed(), machine: Callable[[Levels], Any] | None = None):
+        self.handle = handle
+        self.elastic = elastic
+        self.controllers = list(controllers)
+        self.levels = levels
+        self.fixed = fixed
+        self.timeline = Timeline()
+        self._machine = machine
+        self._before: FlowStats | None = None
+        self._unapplied: set[Decision] = set()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+        """What stopped the loop when a controller or the handle failed (the run itself goes on)."""
+
+    # -- thread ------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start deciding once a period, on the loop's own thread."""
+        self._thread = threading.Thread(target=self._run, name="elastream-elastic", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the loop and wait for its thread (idempotent)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        finished = self.handle.finished
+        period = self.elastic.period_s
+        try:
+            while not self._stop.wait(period) and not finished.is_set():
+                self.step(self.handle.stats())
+        except BaseException as error:  # noqa: BLE001 - elasticity failing must not fail the run
+            self.error = error
+
+    # -- one period ---------------------------------------------------------------------------------
+    def step(self, stats: FlowStats) -> list[Applied]:
+        """One period ending at ``stats``: decide, apply, record. Returns what was applied."""
+        period = period_between(self._before, stats)
+        self._before = stats
+        machine = self._machine(self.levels) if self._machine is not None else None
+        decisions = self._decide(period, machine)
+        applied, pause_ms = self._apply(decisions, at_s=stats.elapsed_s)
+        self.levels = levels_after(self.levels, applied)
+        self.timeline.record(period, self.levels, applied, pause_ms=pause_ms)
+        return applied
+
+    def _decide(self, period: PeriodStats, machine: Any) -> list[Decision]:
+        decisions: list[Decision] = []
+        for controller in self.controllers:
+            decisions.extend(d for d in controller.decide(period, self.levels, machine) if self._allowed(d))
+        return decisions
+
+    def _allowed(self, decision: Decision) -> bool:
+        """False for a decision about a level the user fixed, or one that changes nothing."""
+        if isinstance(decision, SetThreads):
+            if self.fixed.threads or decision.process >= self.levels.processes:
+                return False
+            return decision.threads != self.levels.threads[decision.process]
+        if isinstance(decision, SetProcesses):
+            return not self.fixed.processes and decision.count != self.levels.processes
+        return True
+
+    def _apply(self, decisions: list[Decision], at_s: float) -> tuple[list[Applied], float | None]:
+        """Submit the decisions that change something; the pause is how long applying them held the run.
+
+        The pause is measured around ``submit``: an upper bound of the longest time any stream
+        waited because of the change (a thread joins or leaves between two batches).
+        """
+        actionable = [d for d in decisions if is_applied_by_runtime(d) and is_supported(d)]
+        notes = [Applied(d, at_s, True, "recorded") for d in decisions if not is_applied_by_runtime(d)]
+        notes += self._not_supported([d for d in decisions if is_applied_by_runtime(d) and not is_supported(d)], at_s)
+        if not actionable:
+            return notes, None
+        began = perf_counter()
+        applied = list(self.handle.submit(actionable))
+        return applied + notes, (perf_counter() - began) * 1000.0
+
+
+    def _not_supported(self, decisions: list[Decision], at_s: float) -> list[Applied]:
+        """Decisions no backend applies yet, each recorded the first period it is proposed (not every period)."""
+        fresh = [d for d in decisions if d not in self._unapplied]
+        self._unapplied = set(decisions)
+        return [Applied(d, at_s, False, f"{type(d).__name__} is not applied while a flow runs yet") for d in fresh]
+
+
+#: Decisions a running flow applies today (the others are recorded as proposals).
+SUPPORTED = (SetThreads,)
+
+
+def is_supported(decision: Decision) -> bool:
+    """True for decisions the backends apply while a flow runs."""
+    return isinstance(decision, SUPPORTED)
+
+
+def is_applied_by_runtime(decision: Decision) -> bool:
+    """True for decisions that change the run; False for informational ones (a hot key named)."""
+    return not getattr(decision, "informational", False)
+
+
+def levels_after(levels: Levels, applied: Sequence[Applied]) -> Levels:
+    """``levels`` with the decisions that took effect folded in."""
+    threads = list(levels.threads)
+    for a in applied:
+        if a.ok and isinstance(a.decision, SetThreads) and a.decision.process < len(threads):
+            threads[a.decision.process] = a.decision.threads
+    return replace(levels, threads=tuple(threads))

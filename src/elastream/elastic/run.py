@@ -1,0 +1,97 @@
+"""An elastic run: any backend's handle with an :class:`~elastream.elastic.loop.ElasticLoop` beside it.
+
+:class:`ElasticRunHandle` is a :class:`~elastream.runtime.handle.RunHandle`
+that forwards everything to the backend's handle, starts the loop with the
+run and stops it (joining its thread) when the run ends, however it ends; its
+``RunResult`` carries the loop's timeline (``result.timeline``).
+
+Threading: the handle's methods are called from the user's thread; the loop runs on its own.
+
+Example::
+
+    handle = es.Runner().start(flow)      # elastic by default
+    result = handle.wait()
+    result.timeline.to_json()["entries"][0]["levels"]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import psutil
+
+from elastream.elastic.config import Elastic
+from elastream.elastic.controller import Machine, available_cores, create_controller
+from elastream.elastic.loop import ElasticLoop, Fixed
+from elastream.runtime.decisions import Applied, Decision, Levels
+from elastream.runtime.handle import RunResult
+
+
+class ElasticRunHandle:
+    """A running flow whose parallelism an elastic loop sizes (a RunHandle)."""
+
+    def __init__(self, inner: Any, elastic: Elastic, levels: Levels, fixed: Fixed):
+        self.inner = inner
+        self.loop = ElasticLoop(inner, elastic, [create_controller(elastic.controller)], levels, fixed,
+                                machine=MachineProbe(elastic))
+        self.loop.start()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)  # stats, states, finished, operator, part_stats, ...
+
+    @property
+    def timeline(self):
+        """Every period's levels, throughput and decisions so far (a Timeline)."""
+        return self.loop.timeline
+
+    def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
+        """Apply decisions of the caller's own (they go into the backend's timeline, not the loop's)."""
+        return self.inner.submit(decisions)
+
+    def set_threads(self, n: int) -> int:
+        return self.inner.set_threads(n)
+
+    def request_shutdown(self) -> None:
+        self.inner.request_shutdown()
+
+    def shutdown(self, timeout: float = 5.0) -> RunResult:
+        self.loop.stop()
+        return self._with_timeline(lambda: self.inner.shutdown(timeout))
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        return self._with_timeline(lambda: self.inner.wait(timeout))
+
+    def _with_timeline(self, finish: Any) -> RunResult:
+        """Finish the run, stop the loop however the run ended, and give the result the timeline."""
+        try:
+            result = finish()
+        except TimeoutError:
+            raise  # still running: the loop goes on
+        except BaseException as error:
+            self.loop.stop()
+            partial = getattr(error, "partial", None)
+            if isinstance(partial, RunResult):
+                error.partial = dataclasses.replace(partial, timeline=self.loop.timeline)  # type: ignore[attr-defined]
+            raise
+        self.loop.stop()
+        return dataclasses.replace(result, timeline=self.loop.timeline)
+
+
+class MachineProbe:
+    """What the controllers know of the machine each period: cores, CPU load and the thread cap."""
+
+    def __init__(self, elastic: Elastic):
+        self.elastic = elastic
+        psutil.cpu_percent(interval=None)  # the first call only starts the measurement
+
+    def __call__(self, levels: Levels) -> Machine:
+        return Machine(cores=available_cores(), cpu_percent=psutil.cpu_percent(interval=None),
+                       max_threads=self.elastic.max_threads, max_processes=self.elastic.max_processes)
+
+
+def start_elastic(inner: Any, elastic: Elastic, *, threads: int, processes: int, fixed: Fixed) -> ElasticRunHandle:
+    """Wrap a just-started backend handle in an elastic run."""
+    fused = tuple(tuple(chain) for chain in getattr(inner, "fused", ()))
+    return ElasticRunHandle(inner, elastic, Levels(threads=(threads,) * processes, fused=fused), fixed)

@@ -1,0 +1,109 @@
+"""The elastic loop and the elastic Runner: decisions applied once a period, fixed levels kept, timeline kept."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+import elastream as es
+from elastream.elastic.config import Elastic, elastic_from
+from elastream.elastic.loop import ElasticLoop, Fixed, levels_after
+from elastream.runtime.config import RunConfig
+from elastream.runtime.decisions import Applied, Levels, SetThreads
+from elastream.runtime.engine import start_threads
+
+
+class Scripted:
+    """A controller that returns the decisions given for each period, in turn."""
+
+    name = "scripted"
+
+    def __init__(self, *per_period):
+        self.per_period = list(per_period)
+        self.seen = []
+
+    def decide(self, period, levels, machine):
+        self.seen.append((period, levels))
+        return self.per_period.pop(0) if self.per_period else []
+
+
+def slow_flow(n=20_000):
+    flow = es.Flow("slow")
+    flow.source(range(n)).map(lambda x: x + 1).sink(es.ops.Collect(), name="out")
+    return flow
+
+
+def test_elastic_from_reads_the_runner_argument():
+    assert elastic_from(False) is None
+    assert elastic_from(True) == Elastic()
+    tuned = Elastic(period_s=1.0, controller="utilization")
+    assert elastic_from(tuned) is tuned
+    with pytest.raises(TypeError, match="es.Elastic"):
+        elastic_from("fast")
+    with pytest.raises(ValueError, match="unknown elasticity controller 'fastest'"):
+        Elastic(controller="fastest")
+
+
+def test_levels_after_folds_in_only_what_took_effect():
+    levels = Levels(threads=(1, 1))
+    applied = [Applied(SetThreads(3, process=1), 0.0, True), Applied(SetThreads(2, process=0), 0.0, False, "no")]
+    assert levels_after(levels, applied).threads == (1, 3)
+
+
+def test_a_step_applies_the_decisions_and_records_the_period():
+    handle = start_threads(slow_flow(), RunConfig(threads=1))
+    try:
+        loop = ElasticLoop(handle, Elastic(), [Scripted([SetThreads(2, reason="more")])], Levels(threads=(1,)))
+        applied = loop.step(handle.stats())
+        assert [a.ok for a in applied] == [True]
+        assert loop.levels.threads == (2,)
+        assert handle.threads == 2
+        entry = loop.timeline.entries[-1]
+        assert entry.levels.threads == (2,)
+        assert [a.decision.reason for a in entry.decisions] == ["more"]
+        assert entry.pause_ms is not None and entry.pause_ms >= 0
+    finally:
+        handle.shutdown()
+
+
+def test_a_fixed_thread_count_is_never_changed():
+    handle = start_threads(slow_flow(), RunConfig(threads=1))
+    try:
+        loop = ElasticLoop(handle, Elastic(), [Scripted([SetThreads(2)])], Levels(threads=(1,)),
+                           Fixed(threads=True))
+        assert loop.step(handle.stats()) == []
+        assert handle.threads == 1
+    finally:
+        handle.shutdown()
+
+
+def test_the_elastic_runner_gives_the_sequential_output_and_a_timeline():
+    result = es.Runner(elastic=Elastic(period_s=0.05)).run(slow_flow(200_000), timeout=60)
+    assert result.outputs["out"] == list(range(1, 200_001))
+    assert result.timeline is not None
+    assert not [t for t in threading.enumerate() if t.name == "elastream-elastic"]
+
+
+def test_elastic_false_runs_without_a_loop_and_without_a_timeline():
+    result = es.Runner(elastic=False).run(slow_flow(1000), timeout=30)
+    assert result.outputs["out"] == list(range(1, 1001))
+    assert result.timeline is None
+
+
+def test_the_loop_thread_ends_with_a_failed_run():
+    def boom(x):
+        if x == 500:
+            raise ZeroDivisionError("boom")
+        return x
+
+    flow = es.Flow("fails")
+    flow.source(range(1000)).map(boom, name="boom").sink(es.ops.Collect(), name="out")
+    with pytest.raises(es.OperatorError) as info:
+        es.Runner(elastic=Elastic(period_s=0.01)).run(flow, timeout=30)
+    assert info.value.operator == "boom"
+    deadline = time.monotonic() + 2.0
+    while any(t.name == "elastream-elastic" for t in threading.enumerate()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not [t for t in threading.enumerate() if t.name == "elastream-elastic"]

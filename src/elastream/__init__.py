@@ -15,6 +15,7 @@ from elastream.graph.flow import Flow, InputRef, OperatorHandle, OutputRef
 from elastream.operators.base import FunctionOperator, Operator, SourceOperator, Status
 from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.execution.runner import Runner
+from elastream.elastic.config import Elastic
 from elastream.operators.spec import Kind, OperatorSpec
 from elastream.runtime.config import OrderingConfig, ProcessConfig, RunConfig, SchedulingConfig
 from elastream.runtime.handle import RunHandle, RunResult
@@ -23,7 +24,7 @@ from elastream.runtime.states import OperatorState
 __version__ = "0.1.0"
 
 __all__ = [
-    "Context", "ElastreamError", "Flow", "FlowValidationError", "FunctionOperator", "InputPort", "InputRef", "Kind",
+    "Context", "Elastic", "ElastreamError", "Flow", "FlowValidationError", "FunctionOperator", "InputPort", "InputRef", "Kind",
     "Operator", "OperatorError", "OperatorHandle", "OperatorSpec", "OperatorState", "OrderingConfig", "OutputPort",
     "OutputRef", "ProcessConfig", "RecordError", "RunConfig", "RunHandle", "RunResult", "Runner", "SchedulingConfig",
     "SourceOperator", "Status", "ops", "policies",

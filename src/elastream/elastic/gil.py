@@ -10,10 +10,10 @@ CPU. The per-worker statistics measure both, so one period tells the cases apart
   core in all — the GIL serialises them. More threads only add switching, so
   the level goes *down* to what the CPU actually used, and the CPU has to come
   from processes (or replicas in worker processes) instead.
-* ``WAITING``: busy time is mostly off the CPU and the process is far from one
-  core — operators release the GIL while they wait (blocking I/O). Threads
-  above the cores may help there, up to ``Machine.thread_cap``, as long as
-  throughput keeps rising.
+* ``WAITING``: busy time is mostly off the CPU, the process is far from one
+  core and the machine has CPU to spare — operators release the GIL while they
+  wait (blocking I/O). Threads above the cores may help there, up to
+  ``Machine.thread_cap``, as long as throughput keeps rising.
 
 Threading: pure functions over immutable snapshots.
 
@@ -84,8 +84,13 @@ class GilReading:
         return f"{self.busy_threads:.1f} threads busy on {self.cpu_cores:.2f} cores of CPU"
 
 
-def read_gil(period: PeriodStats, levels: Levels) -> GilReading:
+def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None) -> GilReading:
     """The period's GIL reading, per process (the processes taken as alike: the workers are merged).
+
+    Threads busy far off the CPU read as WAITING only on a machine whose CPU was
+    measured and has room (``machine``): on a saturated machine, or one not
+    measured, a GIL-bound process also gets less than a core, and more threads
+    would get no more CPU either way, so they read as GIL_BOUND.
 
     Example: ``read_gil(period, Levels(threads=(1,))).regime is Regime.CPU`` for one busy thread.
     """
@@ -95,13 +100,14 @@ def read_gil(period: PeriodStats, levels: Levels) -> GilReading:
         return GilReading(0.0, 0.0, Regime.CPU)
     busy = period.busy_s() / span / processes
     cpu = period.cpu_s() / span / processes
-    return GilReading(busy_threads=busy, cpu_cores=cpu, regime=_regime(busy, cpu))
+    room = machine is not None and machine.is_cpu_measured() and not machine.is_cpu_busy()
+    return GilReading(busy_threads=busy, cpu_cores=cpu, regime=_regime(busy, cpu, room))
 
 
-def _regime(busy_threads: float, cpu_cores: float) -> Regime:
+def _regime(busy_threads: float, cpu_cores: float, cpu_has_room: bool) -> Regime:
     if busy_threads < SEVERAL_THREADS_BUSY or cpu_cores <= 0:
         return Regime.CPU  # one busy thread (or no CPU measured: Spark, an old snapshot) says nothing
-    if cpu_cores < OFF_CPU and cpu_cores < 0.5 * busy_threads:
+    if cpu_cores < OFF_CPU and cpu_cores < 0.5 * busy_threads and cpu_has_room:
         return Regime.WAITING
     if cpu_cores <= ONE_CORE and cpu_cores < busy_threads / SEVERAL_THREADS_BUSY:
         return Regime.GIL_BOUND

@@ -117,7 +117,7 @@ class TrendController:
             return []
         machine = machine_or_here(machine)
         level = levels.threads[0]
-        reading = read_gil(period, levels)
+        reading = read_gil(period, levels, machine)
         ceiling = self.gil.ceiling(reading, machine)
         untrusted = self._note_context(levels)
         stepped = self.gil.step_down(reading, levels, machine)

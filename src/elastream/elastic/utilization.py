@@ -69,7 +69,7 @@ class UtilizationController:
             return []
         machine = machine_or_here(machine)
         level = levels.threads[0]
-        reading = read_gil(period, levels)
+        reading = read_gil(period, levels, machine)
         ceiling = self.gil.ceiling(reading, machine)
         stepped = self.gil.step_down(reading, levels, machine)
         if stepped:

@@ -4,14 +4,18 @@
 
 Writes ``chain_one_slow_unfused.json`` and ``chain_one_slow_fused.json`` (source → parse → slow
 Busy → format → sink on two threads, without and with operator fusion, one statistics period of
-0.5 s) and ``pure_python_4_threads.json`` (one pure-Python Busy operator on four worker threads).
-Each file says how it was recorded (and the fused chains the run reported).
+0.5 s), ``pure_python_4_threads.json`` (one pure-Python Busy operator on four worker threads) and
+``pure_python_pipeline_4_threads.json`` (four pure-Python Busy operators, unfused, on four worker
+threads: several threads busy, the GIL lets one run). Each file says how it was recorded, the fused
+chains the run reported and the machine's CPU percent over each period (psutil).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import psutil
 
 import elastream as es
 from elastream.ops.busy import Busy
@@ -36,14 +40,24 @@ def pure_python(n: int) -> es.Flow:
     return flow
 
 
+def pure_python_pipeline(n: int) -> es.Flow:
+    flow = es.Flow("pure_python_pipeline")
+    stream = flow.source(range(n), name="src")
+    for i in range(4):
+        stream = stream.then(Busy(cost_us=100.0), name=f"busy{i}")
+    stream.collect(name="out")
+    return flow
+
+
 def record(flow: es.Flow, threads: int, path: Path, fuse: bool = True, **about: object) -> None:
-    periods = []
+    periods, cpu = [], []
     scheduling = es.SchedulingConfig(stats_period_ms=500.0, fuse=fuse)
+    psutil.cpu_percent(interval=None)
     handle = es.Runner(threads=threads, elastic=False, scheduling=scheduling).start(flow)
-    handle.add_period_listener(periods.append)
+    handle.add_period_listener(lambda period: (periods.append(period), cpu.append(psutil.cpu_percent(interval=None))))
     handle.wait(120)
     fused = [list(chain) for chain in getattr(handle, "fused", ())]
-    save_periods(periods, path, threads=threads, period_ms=500, fused=fused, **about)
+    save_periods(periods, path, threads=threads, period_ms=500, fused=fused, machine_cpu_percent=cpu, **about)
     print(f"{path.name}: {len(periods)} periods, fused {fused}")
 
 
@@ -53,3 +67,5 @@ if __name__ == "__main__":
     record(chain_one_slow(8_000), 2, HERE / "chain_one_slow_fused.json", shape=shape, tuples=8_000)
     record(pure_python(8_000), 4, HERE / "pure_python_4_threads.json",
            shape="src -> work (Busy 100 us, holds the GIL) -> out", tuples=8_000)
+    record(pure_python_pipeline(6_000), 4, HERE / "pure_python_pipeline_4_threads.json", fuse=False,
+           shape="src -> busy0 .. busy3 (Busy 100 us each, hold the GIL) -> out", tuples=6_000)

@@ -27,6 +27,11 @@ def load_periods(name: str) -> list[PeriodStats]:
     return [_period(p) for p in doc["periods"]]
 
 
+def load_about(name: str) -> dict:
+    """How the periods in ``tests/data/elastic/<name>`` were recorded (threads, fused chains, machine CPU...)."""
+    return json.loads((DATA / name).read_text())["about"]
+
+
 def _period(doc: dict) -> PeriodStats:
     operators = {name: OperatorPeriod(**{**op, "key_group_load": tuple(op["key_group_load"])})
                  for name, op in doc["operators"].items()}

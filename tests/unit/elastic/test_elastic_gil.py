@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from elastic_snapshots import load_periods, workers_period
+from elastic_snapshots import load_about, load_periods, workers_period
 
 from elastream.elastic.controller import Machine
 from elastream.elastic.gil import GilGuard, Regime, read_gil
@@ -46,7 +46,11 @@ def test_after_going_down_for_the_gil_the_level_stays_down(controller):
 def test_readings_tell_cpu_gil_and_waiting_apart():
     assert read_gil(workers_period(2, 1.0, 1.0, 10), Levels(threads=(2,))).regime is Regime.CPU
     assert read_gil(workers_period(4, 1.0, 0.25, 10), Levels(threads=(4,))).regime is Regime.GIL_BOUND
-    assert read_gil(workers_period(4, 1.0, 0.05, 10), Levels(threads=(4,))).regime is Regime.WAITING
+    waiting = workers_period(4, 1.0, 0.05, 10)
+    assert read_gil(waiting, Levels(threads=(4,)), Machine(cores=2, cpu_percent=20.0)).regime is Regime.WAITING
+    # the same reading on a saturated (or unmeasured) machine: a GIL-bound process starved of CPU looks alike
+    assert read_gil(waiting, Levels(threads=(4,)), Machine(cores=2, cpu_percent=100.0)).regime is Regime.GIL_BOUND
+    assert read_gil(waiting, Levels(threads=(4,))).regime is Regime.GIL_BOUND
     assert read_gil(workers_period(1, 1.0, 0.3, 10), Levels(threads=(1,))).regime is Regime.CPU  # one thread: no evidence
 
 
@@ -75,3 +79,13 @@ def test_recorded_four_threads_with_one_busy_goes_down():
     for controller in (TrendController(), UtilizationController()):
         decisions = controller.decide(periods[2], Levels(threads=(4,)), TWO_CORES)
         assert [d.threads for d in decisions if isinstance(d, SetThreads)] == [2]   # at most the cores
+
+
+@pytest.mark.parametrize("controller", [TrendController, UtilizationController])
+def test_recorded_pure_python_pipeline_at_4_threads_goes_down_to_1(controller):
+    name = "pure_python_pipeline_4_threads.json"
+    periods, cpu = load_periods(name), load_about(name)["machine_cpu_percent"]
+    middle = len(periods) // 2
+    decisions = controller().decide(periods[middle], Levels(threads=(4,)), Machine(cores=2, cpu_percent=cpu[middle]))
+    assert [(d.process, d.threads) for d in decisions if isinstance(d, SetThreads)] == [(0, 1)]
+    assert read_gil(periods[middle], Levels(threads=(4,))).busy_threads > 2      # several threads were busy

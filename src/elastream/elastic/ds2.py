@@ -54,6 +54,11 @@ SHRINK_HEADROOM = 1.15
 #: whole batches, and giving a replica back on one low reading would only add it again next period.
 SHRINK_PERIODS = 3
 
+#: A replica count proposed but not in force yet is not proposed again for this many periods: the run
+#: applies it at its next reconfiguration point, or refused it (the timeline says why), and repeating
+#: it every period would only fill the timeline.
+REPEAT_PERIODS = 4
+
 
 @dataclass(frozen=True, slots=True)
 class Sizing:
@@ -157,6 +162,9 @@ class DS2Controller:
         self.max_replicas = max_replicas
         self.hot_keys = HotKeyWatch(hot_share)
         self._oversized: dict[str, int] = {}
+        self._periods = 0
+        self._asked: dict[str, tuple[int, int, int]] = {}
+        """Unit → (count proposed, its instances then, period of the proposal)."""
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
         """Hot key groups newly seen, then replica counts for the units DS2 finds short or over-sized."""
@@ -169,9 +177,22 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        decisions += grow_decisions(view, sizing, caps, bottlenecks)
-        decisions += self._confirmed(shrink_decisions(view, sizing, {b.name for b in bottlenecks}))
-        return decisions
+        resized = grow_decisions(view, sizing, caps, bottlenecks)
+        resized += self._confirmed(shrink_decisions(view, sizing, {b.name for b in bottlenecks}))
+        return decisions + self._not_repeated(resized, view)
+
+    def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:
+        """``resized`` without the proposals made less than REPEAT_PERIODS ago for a unit that has not changed."""
+        self._periods += 1
+        fresh = []
+        for d in resized:
+            instances = view.units[d.operator].instances
+            asked = self._asked.get(d.operator)
+            if asked is not None and asked[:2] == (d.count, instances) and self._periods - asked[2] < REPEAT_PERIODS:
+                continue
+            self._asked[d.operator] = (d.count, instances, self._periods)
+            fresh.append(d)
+        return fresh
 
     def _confirmed(self, shrinks: list[SetReplicas]) -> list[SetReplicas]:
         """The shrinks proposed SHRINK_PERIODS periods in a row (a unit's count resets when it is not proposed)."""

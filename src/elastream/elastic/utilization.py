@@ -13,6 +13,9 @@ when U > U_h, down when U < U_l, unchanged in between. Around that rule:
 * no step up while the machine's CPU is above 80% (IBM §4.2.3's guard, which
   the paper's controller lacks: a busy host gains nothing from more threads).
 
+Every process runs the same thread level: U is taken over all of the flow's
+worker threads (the statistics merge every process's workers).
+
 Threading: one instance per elastic loop, called from its thread.
 
 Example::

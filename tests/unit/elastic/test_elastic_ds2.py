@@ -8,7 +8,7 @@ import pytest
 from elastic_snapshots import chain_period, load_periods, op, replicated_period
 
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import SHRINK_PERIODS, DS2Controller, ds2_instances, input_targets, source_rate
+from elastream.elastic.ds2 import REPEAT_PERIODS, SHRINK_PERIODS, DS2Controller, ds2_instances, input_targets, source_rate
 from elastream.elastic.view import flow_view
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import HotKey, Levels, SetReplicas
@@ -130,3 +130,9 @@ def test_replicas_go_above_the_cores_only_for_operators_seen_waiting_off_the_cpu
     assert count(Machine(cores=2, cpu_percent=30.0)) == [8]        # blocking I/O: up to the thread cap
     assert count(Machine(cores=2, cpu_percent=0.0)) == [2]         # CPU not measured: the cores
     assert count(Machine(cores=2, cpu_percent=95.0)) == [2]        # saturated machine: the cores
+
+
+def test_a_proposal_not_in_force_yet_is_not_repeated_every_period():
+    controller, congested = DS2Controller(), slow_chain_limited_by(5000.0)
+    counts = [[d.count for d in controller.decide(congested, Levels(), EIGHT_CORES)] for _ in range(REPEAT_PERIODS + 1)]
+    assert counts == [[2]] + [[]] * (REPEAT_PERIODS - 1) + [[2]]     # asked again once the wait is over

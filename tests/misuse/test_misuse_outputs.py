@@ -14,10 +14,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
-import os
-import subprocess
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -27,7 +24,6 @@ import pytest
 
 import elastream as es
 
-SRC = str(Path(es.__file__).resolve().parents[1])
 CAP = 200_000
 
 
@@ -185,3 +181,72 @@ def test_a_string_source_is_refused_with_the_operators_that_read_files(text):
     message = str(info.value)
     assert f"flow.source({text!r}): a {type(text).__name__} is not a stream of records" in message
     assert f"es.ops.TextLines({text!r})" in message and f"es.ops.FromIterable([{text!r}])" in message
+
+
+# -- item 7: the command line ----------------------------------------------------------------------
+
+FLOW_MODULE = '''
+import elastream as es
+from {helper} import double
+
+
+def make():
+    flow = es.Flow("mine")
+    flow.source(es.ops.FromIterable(range(5)), name="numbers").map(double, name="double").collect(name="out")
+    return flow
+'''
+
+
+def test_placement_finds_a_module_in_the_current_folder(tmp_path: Path, monkeypatch, capsys):
+    from elastream.cli.main import main
+
+    (tmp_path / "misuse_myflow.py").write_text(FLOW_MODULE.format(helper="misuse_helper"))
+    (tmp_path / "misuse_helper.py").write_text("def double(x):\n    return 2 * x\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    for name in ("misuse_myflow", "misuse_helper"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert main(["placement", "misuse_myflow:make", "--processes", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["flow"] == "mine" and set(report["plan"]["assignment"]) == {"numbers", "double", "out"}
+    assert str(tmp_path) not in sys.path  # the folder was on the path only for the lookup
+
+
+def test_placement_says_where_it_looked_for_a_missing_module(tmp_path: Path, monkeypatch, capsys):
+    from elastream.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["placement", "misuse_nowhere:make"]) == 2
+    err = capsys.readouterr().err
+    assert f"no module 'misuse_nowhere': looked in the current folder ({tmp_path}) and on Python's path" in err
+    assert "path/to/misuse_nowhere.py:make" in err
+
+
+def test_placement_names_the_module_a_flow_module_failed_to_import(tmp_path: Path, monkeypatch, capsys):
+    from elastream.cli.main import main
+
+    (tmp_path / "misuse_broken.py").write_text(FLOW_MODULE.format(helper="misuse_absent_dependency"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delitem(sys.modules, "misuse_broken", raising=False)
+    assert main(["placement", "misuse_broken:make"]) == 2
+    assert "importing 'misuse_broken' failed: No module named 'misuse_absent_dependency'" in capsys.readouterr().err
+
+
+def column(table, header: str) -> list[str]:
+    return list(next(c for c in table.columns if c.header == header).cells)
+
+
+def test_demo_tables_show_what_sources_emit_and_workers_a_user_can_read():
+    from elastream.cli.tables import live_table, operator_table
+
+    flow = es.Flow("counts")
+    flow.source(es.ops.FromIterable(range(1000)), name="numbers").map(lambda x: x + 1, name="plus") \
+        .sink(es.ops.Collect(), name="out")
+    stats = es.Runner(threads=2).run(flow).stats
+    table = operator_table(stats)
+    assert column(table, "operator") == ["numbers", "plus", "out"]
+    assert column(table, "tuples in") == ["-", "1,000", "1,000"]  # a source takes nothing in: it emits
+    assert column(table, "tuples out") == ["1,000", "1,000", "-"]
+    live = live_table(stats)
+    assert column(live, "workers now") == ["-", "-", "-"]  # nothing runs an operator of a finished flow
+    assert column(live, "most at once")[0] == "1" and column(live, "tuples in")[0] == "-"

@@ -4,7 +4,8 @@ FLOW is a built-in workload (``chain``, ``data-parallel``, ``tree``,
 ``reverse-tree``, built with the ``--cost-us``/``--selectivity``/``--ops``/
 ``--depth`` options), ``package.module:function`` or
 ``path/to/file.py:function``; the function takes no arguments and returns an
-``es.Flow`` (or a tuple whose first item is one). Nothing runs: the plan comes
+``es.Flow`` (or a tuple whose first item is one). A module is looked for in
+the current folder first, then on Python's path, as ``python -m`` does. Nothing runs: the plan comes
 from the graph and the operators' declared costs (``cost_us``, ``selectivity``).
 
 Prints a table of operator → process with each operator's load, the load per
@@ -19,7 +20,10 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,15 +92,43 @@ def load_flow(spec: str, **workload: Any) -> Flow:
     if not sep or not target or not func:
         raise ValueError(f"FLOW {spec!r} is neither a built-in workload ({', '.join(TOPOLOGIES)}) "
                          "nor module:function / path/to/file.py:function")
-    module = _load_file(target) if target.endswith(".py") or "/" in target else importlib.import_module(target)
-    fn = getattr(module, func, None)
-    if not callable(fn):
-        raise AttributeError(f"{target!r} has no function {func!r}")
-    built = fn()
+    with _current_folder_on_path():  # also while the function runs: it may import its neighbours
+        module = _load_file(target) if target.endswith(".py") or "/" in target else _import_module(target, func)
+        fn = getattr(module, func, None)
+        if not callable(fn):
+            raise AttributeError(f"{target!r} has no function {func!r}")
+        built = fn()
     flow = built[0] if isinstance(built, tuple) and built else built
     if not isinstance(flow, Flow):
         raise TypeError(f"{spec} returned {type(built).__name__}, not an es.Flow")
     return flow
+
+
+@contextmanager
+def _current_folder_on_path() -> Iterator[None]:
+    """The current folder first on ``sys.path`` for a while (the ``elastream`` script's own folder is there)."""
+    folder = os.getcwd()
+    if folder in sys.path:
+        yield
+        return
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
+
+
+def _import_module(name: str, func: str) -> Any:
+    """Import module ``name``; when it cannot be found, say where it was looked for and what else to write."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (name == exc.name or name.startswith(exc.name + ".")):
+            raise ImportError(f"importing {name!r} failed: {exc}") from exc  # the module itself is there
+        file = name.replace(".", "/") + ".py"
+        raise ModuleNotFoundError(
+            f"no module {name!r}: looked in the current folder ({os.getcwd()}) and on Python's path; run from "
+            f"the folder that holds {file}, or give the file's path: path/to/{file}:{func}", name=name) from None
 
 
 def _load_file(path: str) -> Any:

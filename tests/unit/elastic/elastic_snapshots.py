@@ -104,3 +104,41 @@ def replicated_period(name: str, replicas: int, rate: float, cost_s: float, *, p
     ops["sink"] = op("sink", "sink", n=n, out=0, busy=0.001)
     workers = (WorkerPeriod(index=0, busy_s=0.5, cpu_s=0.5, utilisation=0.5),)
     return PeriodStats(start_s=0.0, period_s=period_s, operators=ops, workers=workers)
+
+
+def simulated_chain(costs: dict[str, float], instances: dict[str, int], source_rate: float) -> PeriodStats:
+    """One second of a chain src → operators → sink, as a plant model for closed-loop controller tests.
+
+    Each operator handles ``instances[name] / costs[name]`` tuples a second; the chain runs at the
+    smallest of those and the source's rate. Upstream of the slowest operator everything waits on a
+    full port; a replicated operator appears as its split, replicas and merge.
+    """
+    capacity = {name: instances.get(name, 1) / cost for name, cost in costs.items()}
+    rate = min(source_rate, *capacity.values())
+    slowest = min(capacity, key=capacity.__getitem__)
+    limited = capacity[slowest] < source_rate
+    before = set(list(costs)[: list(costs).index(slowest)]) if limited else set()
+    n = int(rate)
+    names = list(costs)
+    first_in = {names[0]: f"{names[0]}#split" if instances.get(names[0], 1) > 1 else names[0]}
+    ops = {"src": op("src", "source", n=n, busy=n / source_rate, wb=(1 - n / source_rate) if limited else 0.0,
+                     sent={first_in[names[0]]: n})}
+    for i, name in enumerate(names):
+        nxt = names[i + 1] if i + 1 < len(names) else "sink"
+        target = f"{nxt}#split" if instances.get(nxt, 1) > 1 else nxt
+        busy = n * costs[name]
+        blocked = max(0.0, 1.0 - busy / instances.get(name, 1)) if name in before else 0.0
+        if instances.get(name, 1) == 1:
+            ops[name] = op(name, n=n, busy=busy, wb=blocked, sent={target: n})
+            continue
+        k = instances[name]
+        split_wb = 0.8 if (name == slowest and limited) or name in before else 0.0
+        ops[f"{name}#split"] = op(f"{name}#split", "coroutine", n=n, busy=0.001, wb=split_wb,
+                                  sent={f"{name}#{r}": n // k // 64 for r in range(k)})
+        for r in range(k):
+            ops[f"{name}#{r}"] = op(f"{name}#{r}", n=n // k // 64, busy=busy / k, sent={f"{name}#merge": n // k // 64})
+        ops[f"{name}#merge"] = op(f"{name}#merge", "stateful", n=n // 64, out=n, busy=0.001, wb=blocked,
+                                  sent={target: n})
+    ops["sink"] = op("sink", "sink", n=n, out=0, busy=0.001)
+    workers = (WorkerPeriod(index=0, busy_s=0.5, cpu_s=0.5, utilisation=0.5),)
+    return PeriodStats(start_s=0.0, period_s=1.0, operators=ops, workers=workers)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from elastic_snapshots import chain_period, load_periods, op, replicated_period
+from elastic_snapshots import chain_period, load_periods, op, replicated_period, simulated_chain
 
 from elastream.elastic.controller import Machine
 from elastream.elastic.ds2 import REPEAT_PERIODS, SHRINK_PERIODS, DS2Controller, ds2_instances, input_targets, source_rate
@@ -136,3 +136,36 @@ def test_a_proposal_not_in_force_yet_is_not_repeated_every_period():
     controller, congested = DS2Controller(), slow_chain_limited_by(5000.0)
     counts = [[d.count for d in controller.decide(congested, Levels(), EIGHT_CORES)] for _ in range(REPEAT_PERIODS + 1)]
     assert counts == [[2]] + [[]] * (REPEAT_PERIODS - 1) + [[2]]     # asked again once the wait is over
+
+
+def run_closed_loop(controller: DS2Controller, costs: dict[str, float], instances: dict[str, int],
+                    periods: int, source_rate: float = 10_000.0) -> list[dict[str, int]]:
+    """Replica counts in force during each period, the plant answering the controller's decisions."""
+    trace = []
+    for _ in range(periods):
+        trace.append(dict(instances))
+        period = simulated_chain(costs, instances, source_rate)
+        for d in controller.decide(period, Levels(replicas={k: v for k, v in instances.items() if v > 1}), EIGHT_CORES):
+            assert isinstance(d, SetReplicas)
+            instances[d.operator] = d.count
+    return trace
+
+
+def test_replica_sizing_converges_within_three_periods_of_each_change_and_holds_still_between():
+    controller, instances = DS2Controller(), {"parse": 1, "slow": 1, "fmt": 1}
+    phases = [{"parse": 20e-6, "slow": 200e-6, "fmt": 20e-6},      # needs 2 replicas of slow at 10,000/s
+              {"parse": 20e-6, "slow": 480e-6, "fmt": 20e-6},      # its cost rises: 5
+              {"parse": 20e-6, "slow": 80e-6, "fmt": 20e-6}]       # and falls: 1
+    wanted = [2, 5, 1]
+    for costs, want in zip(phases, wanted):
+        trace = run_closed_loop(controller, costs, instances, periods=12)
+        slow = [t["slow"] for t in trace]
+        settled = next(i for i in range(len(slow)) if slow[i:] == [want] * (len(slow) - i))
+        assert settled <= 3, slow
+        assert all(t["parse"] == 1 and t["fmt"] == 1 for t in trace)
+
+
+def test_two_busy_operators_of_a_chain_are_sized_in_one_step():
+    costs = {"parse": 20e-6, "busy1": 300e-6, "busy2": 300e-6, "fmt": 20e-6}
+    trace = run_closed_loop(DS2Controller(), costs, {name: 1 for name in costs}, periods=6)
+    assert trace[1] == trace[-1] == {"parse": 1, "busy1": 3, "busy2": 3, "fmt": 1}

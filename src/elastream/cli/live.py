@@ -219,7 +219,10 @@ def _queue_cell(size: int, capacity: int) -> Text:
 def _headline(sample: Sample, title: str, total: int | None) -> str:
     stats = sample.stats
     threads = sample.levels.threads if sample.levels is not None else (stats.threads,)
-    where = f"{threads[0]} threads" if len(threads) == 1 else f"{len(threads)} processes, threads {list(threads)}"
+    if len(threads) == 1:
+        where = f"{threads[0]} thread{'s' if threads[0] != 1 else ''}"
+    else:
+        where = f"{len(threads)} processes, threads {list(threads)}"
     parts = [title or "running", f"{stats.elapsed_s:.1f} s", where,
              f"{source_rate(sample.period):,.0f} tuples/s from the sources"]
     if total:

@@ -94,8 +94,7 @@ def test_ends_by_itself_once_the_run_has_finished():
     view = LiveView(handle, refresh_s=0.05, console=Console(file=io.StringIO(), force_terminal=True))
     with view:
         handle.wait(WAIT_S)
-        view._thread.join(WAIT_S)          # the sampler's own exit after the final frame, not stop()
-        assert not view.running
+        assert view.join(WAIT_S)           # the sampler's own exit after the final frame, not stop()
     assert view.frames >= 1
 
 
@@ -112,7 +111,7 @@ def test_a_failing_sample_stops_the_view_and_says_why():
     out = io.StringIO()
     view = LiveView(FailingHandle(), console=Console(file=out, width=200))
     with view:
-        view._thread.join(WAIT_S)
+        assert view.join(WAIT_S)
     assert isinstance(view.error, RuntimeError) and view.frames == 0
     assert "live view stopped: RuntimeError: stats gone" in out.getvalue()
 

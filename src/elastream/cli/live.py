@@ -128,6 +128,12 @@ class LiveView:
             self.console.print(f"live view stopped: {type(self.error).__name__}: {self.error}", markup=False,
                                highlight=False)
 
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait until the sampler has ended by itself (after the frame of a finished run); True once it has."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return not self.running
+
     @property
     def running(self) -> bool:
         """True while the sampler thread is alive."""

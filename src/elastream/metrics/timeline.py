@@ -188,8 +188,11 @@ def _plain(value: Any) -> Any:
 def plot_timeline(entries: Sequence[TimelineEntry], path: Path, title: str = "") -> Path:
     """Draw ``entries`` into the PNG ``path`` (see :meth:`Timeline.plot`); returns ``path``."""
     # The object API with the Agg canvas, not pyplot: no global backend switch, callable from any thread.
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as exc:
+        raise ImportError("plotting a timeline needs matplotlib: pip install 'elastream[plot]'") from exc
 
     figure = Figure(figsize=(10, 6.5), layout="constrained")
     FigureCanvasAgg(figure)

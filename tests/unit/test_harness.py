@@ -103,7 +103,7 @@ def test_ctx_now_and_sleep_read_the_harness_clock():
 
     class Ticker(es.Operator):
         def __init__(self):
-            super().__init__(inputs=0, outputs=1)
+            super().__init__(inputs=0, outputs=0)
 
         async def process(self, ctx):
             for _ in range(3):
@@ -216,7 +216,7 @@ def test_close_ends_an_unfinished_flow_and_closes_its_operators():
 
     class Forever(es.Operator):
         def __init__(self):
-            super().__init__(inputs=0, outputs=1)
+            super().__init__(inputs=0, outputs=0)
 
         async def process(self, ctx):
             try:

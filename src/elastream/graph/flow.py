@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from elastream.errors import FlowValidationError
 from elastream.operators.base import Operator
+from elastream.operators.user_code import check_operator
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.graph.fluent import Stream
@@ -109,6 +110,7 @@ class Flow:
         if not isinstance(op, Operator):
             raise FlowValidationError(f"flow.add expects an es.Operator, got {type(op).__name__}",
                                       operator=name)
+        _refuse_misdefined(op, name)
         if name is None:
             name = self._fresh_name(type(op).__name__.lower())
         if name in self._handles:
@@ -138,6 +140,8 @@ class Flow:
         """Start a fluent pipeline from a source operator or any iterable."""
         from elastream.graph.fluent import Stream, as_source
 
+        if isinstance(op, Operator):
+            _refuse_misdefined(op, name)  # before as_source reads its ports
         handle = self.add(as_source(op), name=name)
         return Stream(self, handle.out(0))
 
@@ -171,3 +175,10 @@ class Flow:
 
     def __repr__(self) -> str:
         return f"Flow({self.name!r}, {len(self._handles)} operators, {len(self._connections)} connections)"
+
+
+def _refuse_misdefined(op: Operator, name: str | None) -> None:
+    """Refuse, at build time, an operator class the runtime could not drive (see ``check_operator``)."""
+    problem = check_operator(op, name)
+    if problem is not None:
+        raise FlowValidationError(problem, operator=name)

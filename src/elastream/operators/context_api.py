@@ -10,7 +10,8 @@ in one direction: graph → operator API → runtime). The runtime's
 Threading: a context and its ports belong to one operator and are used only
 by that operator's code, which runs in one worker thread at a time (not
 always the same one). The awaitables suspend the operator's coroutine, never
-the thread, and may only be awaited from ``process``.
+the thread, and may only be awaited from ``process``; an operator awaits
+nothing else (no ``asyncio``: ``await ctx.sleep(s)`` waits without a thread).
 
 Example::
 
@@ -23,7 +24,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from elastream.operators.base import Status
@@ -66,11 +67,11 @@ class OperatorOutputPort(Protocol):
     def index(self) -> int:
         """The port's number on its operator."""
 
-    async def push(self, item: Any) -> None:
-        """Push one tuple to every subscriber."""
+    def push(self, item: Any) -> Awaitable[None]:
+        """Push one tuple to every subscriber; always ``await`` it (a push not awaited is an error)."""
 
-    async def push_many(self, items: Iterable[Any]) -> None:
-        """Push many tuples, in order."""
+    def push_many(self, items: Iterable[Any]) -> Awaitable[None]:
+        """Push many tuples, in order; always ``await`` it."""
 
 
 class OperatorContext(Protocol):

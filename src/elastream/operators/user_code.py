@@ -32,14 +32,19 @@ import reprlib
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["NOTE_PREFIX", "TEXT_TYPES", "UNSET", "check_factory", "check_operator", "explain_step_failure",
+from elastream.operators.base import Operator
+from elastream.operators.spec import Driver
+
+__all__ = ["NOTE_PREFIX", "TEXT_CLASSES", "TEXT_TYPES", "UNSET", "check_factory", "check_operator", "explain_step_failure",
            "failed_record", "note_failed_record", "note_fold_hint", "refuse_text_outputs", "shorten",
-           "step_result_problem"]
+           "step_result_problem", "push_not_awaited", "foreign_await", "explain_asyncio"]
 
 #: Every note elastream adds to a user's exception starts so (and is added once).
 NOTE_PREFIX = "elastream: "
 #: Outputs a step must not return as its iterable: iterating them emits characters (or ints).
 TEXT_TYPES = (str, bytes, bytearray)
+#: The same as a set, for the per-output check ``outputs.__class__ in TEXT_CLASSES`` (one hash look-up).
+TEXT_CLASSES = frozenset(TEXT_TYPES)
 
 _SHORT = reprlib.Repr()
 _SHORT.maxstring = 80
@@ -86,8 +91,6 @@ def check_operator(op: Any, name: str | None = None) -> str | None:
     if any(not hasattr(op, attr) for attr in ("n_inputs", "n_outputs", "control_inputs")):
         return (f"{label} was not initialised: its __init__ must call "
                 f"super().__init__(inputs=..., outputs=...) (es.Operator's __init__ sets the ports)")
-    from elastream.operators.spec import Driver
-
     driver = getattr(op, "driver", None)
     if driver == Driver.COROUTINE:
         return _coroutine_problem(op, label)
@@ -99,8 +102,6 @@ def check_operator(op: Any, name: str | None = None) -> str | None:
 
 
 def _coroutine_problem(op: Any, label: str) -> str | None:
-    from elastream.operators.base import Operator
-
     process = getattr(type(op), "process", None)
     if process is Operator.process:
         return f"{label} has no process method: write async def process(self, ctx)"
@@ -186,3 +187,27 @@ def explain_step_failure(exc: BaseException, who: str, record: Any, result: Any)
         return None
     return TypeError(f"{who}: step must return (new_state, outputs), outputs an iterable of tuples to emit "
                      f"(e.g. (state + x, [x]) or (state, ())); {problem} — on the record {shorten(record)}")
+
+
+# -- coroutine operators ---------------------------------------------------------------------------------------
+def push_not_awaited(operator: str, port: int) -> RuntimeError:
+    """The error for a ``push`` whose awaitable was dropped (raise it)."""
+    return RuntimeError(f"operator {operator!r}: ctx.outputs[{port}].push(...) was not awaited; write "
+                        f"await ctx.outputs[{port}].push(x) (or await ... push_many(xs)): a push suspends while "
+                        f"the buffer downstream is full")
+
+
+def foreign_await(operator: str, message: Any) -> RuntimeError:
+    """The error for an operator that awaited something elastream does not drive (an asyncio sleep, a future)."""
+    return RuntimeError(f"operator {operator!r} awaited something that is not elastream's (it yielded "
+                        f"{shorten(message)}), e.g. asyncio.sleep or an asyncio future; operators run on "
+                        f"elastream's workers, not in an asyncio event loop: use await ctx.sleep(seconds), "
+                        f"await ctx.wait_for_all(...) / ctx.wait_for_any(...) and await port.push(x)")
+
+
+def explain_asyncio(operator: str, exc: RuntimeError) -> RuntimeError | None:
+    """The error for ``asyncio.sleep(s)`` & co. inside an operator (they need a running asyncio loop), or None."""
+    if "no running event loop" not in str(exc) and "no current event loop" not in str(exc):
+        return None
+    return RuntimeError(f"operator {operator!r} used asyncio (e.g. asyncio.sleep), but operators do not run in "
+                        f"an asyncio event loop: use await ctx.sleep(seconds) to wait without holding a worker")

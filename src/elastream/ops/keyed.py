@@ -25,7 +25,7 @@ from typing import Any
 from elastream.operators.base import PARTITIONED, STATEFUL, FunctionOperator, max_parallelism
 from elastream.operators.keygroups import keys_in_groups
 from elastream.operators.spec import Declared, OperatorSpec, key_groups_for
-from elastream.operators.user_code import (TEXT_TYPES, UNSET, check_factory, explain_step_failure,
+from elastream.operators.user_code import (TEXT_CLASSES, UNSET, check_factory, explain_step_failure,
                                            note_failed_record, note_fold_hint, refuse_text_outputs)
 
 Step = Callable[[Any, Any], tuple[Any, Iterable[Any]]]
@@ -119,7 +119,7 @@ class KeyedProcess(FunctionOperator):
                 s, emitted = r
                 states[k] = s
                 if emitted:
-                    if emitted.__class__ in TEXT_TYPES:
+                    if emitted.__class__ in TEXT_CLASSES:
                         raise refuse_text_outputs(self.describe(), x, emitted)
                     out.extend(emitted)
         except Exception as exc:
@@ -139,7 +139,7 @@ class KeyedProcess(FunctionOperator):
                 r = step(states[k] if k in states else factory(), x)
                 s, emitted = r
                 states[k] = s
-                if emitted and emitted.__class__ in TEXT_TYPES:
+                if emitted and emitted.__class__ in TEXT_CLASSES:
                     raise refuse_text_outputs(self.describe(), x, emitted)
                 out.append(emitted)
         except Exception as exc:
@@ -303,7 +303,7 @@ class StatefulProcess(FunctionOperator):
                 r = step(s, x)
                 s, emitted = r
                 if emitted:
-                    if emitted.__class__ in TEXT_TYPES:
+                    if emitted.__class__ in TEXT_CLASSES:
                         raise refuse_text_outputs(self.describe(), x, emitted)
                     out.extend(emitted)
         except Exception as exc:

@@ -18,10 +18,11 @@ Example (C-Stream Listing 2)::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import Status
+from elastream.operators.user_code import push_not_awaited
 from elastream.runtime.clock import Clock, resolve
 from elastream.runtime.traps import PREEMPT, ExternalWait, ReadWait, Sleep, WaitMode, WriteWait, suspend
 
@@ -85,40 +86,83 @@ class InputPort:
 
 
 class OutputPort:
-    """An operator's output port: ``await push(t)`` / ``await push_many(ts)`` with back-pressure."""
+    """An operator's output port: ``await push(t)`` / ``await push_many(ts)`` with back-pressure.
 
-    __slots__ = ("_task", "index", "_now")
+    A push offers its tuples at once and returns an awaitable: awaiting it waits
+    for room downstream and ends the quantum when it is over. A push that is not
+    awaited is an error, raised (naming the operator) at the operator's next push
+    or suspension — cheaper and surer than noticing a never-awaited coroutine.
+    """
+
+    __slots__ = ("_task", "index", "_now", "_pushed")
 
     def __init__(self, task: Task, index: int, clock: Clock | None = None):
         self._task = task
         self.index = index
         self._now = resolve(clock).now  # bound once: one plain call per push, as perf_counter was
+        self._pushed = _Pushed(task)  # one per port: the common push allocates no awaitable
 
-    async def push(self, item: Any) -> None:
-        """Push one tuple to every subscriber; suspends while a buffer is full (Algorithm 3)."""
+    def push(self, item: Any) -> Awaitable[None]:
+        """Push one tuple to every subscriber; ``await`` it: it suspends while a buffer is full (Algorithm 3)."""
         task = self._task
+        if task.unawaited_push is not None:
+            raise push_not_awaited(task.name, task.unawaited_push.index)
         now = self._now
         origin = task.origin if task.inputs else now()
+        task.unawaited_push = self
         if not task.emit(self.index, [item], origin):
-            await _wait_pending(task)
+            return self._wait_room()
         if now() >= task.deadline:
-            await suspend(PREEMPT)
+            return self._end_quantum()
+        return self._pushed
 
-    async def push_many(self, items: Iterable[Any]) -> None:
-        """Push many tuples in order; suspends while a buffer is full."""
+    def push_many(self, items: Iterable[Any]) -> Awaitable[None]:
+        """Push many tuples in order; ``await`` it: it suspends while a buffer is full."""
         task = self._task
+        if task.unawaited_push is not None:
+            raise push_not_awaited(task.name, task.unawaited_push.index)
+        task.unawaited_push = self
         batch = items if type(items) is list else list(items)
         if not batch:
-            return
+            return self._pushed
         now = self._now
         origin = task.origin if task.inputs else now()
         if not task.emit(self.index, batch, origin):
-            await _wait_pending(task)
+            return self._wait_room()
         if now() >= task.deadline:
+            return self._end_quantum()
+        return self._pushed
+
+    async def _wait_room(self) -> None:
+        task = self._task
+        task.unawaited_push = None
+        await _wait_pending(task)
+        if self._now() >= task.deadline:
             await suspend(PREEMPT)
+
+    async def _end_quantum(self) -> None:
+        self._task.unawaited_push = None
+        await suspend(PREEMPT)
 
     def __repr__(self) -> str:
         return f"<OutputPort {self._task.name}.out({self.index})>"
+
+
+class _Pushed:
+    """What a push returns when its tuples were all accepted within the quantum: awaiting it only marks
+    the push awaited."""
+
+    __slots__ = ("_task",)
+
+    def __init__(self, task: Task):
+        self._task = task
+
+    def __await__(self) -> Generator[Any, None, None]:
+        self._task.unawaited_push = None
+        return _NOTHING  # type: ignore[return-value]  # an exhausted iterator: the await ends at once
+
+
+_NOTHING = iter(())
 
 
 async def _wait_pending(task: Task) -> None:

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from elastream.operators.user_code import explain_asyncio, foreign_await, push_not_awaited
 from elastream.runtime.clock import REAL_CLOCK
 from elastream.runtime.states import OperatorState
-from elastream.runtime.traps import COMPLETED, PREEMPT, Outcome, ReadWait, WaitMode, WriteWait
+from elastream.runtime.traps import COMPLETED, PREEMPT, ExternalWait, Outcome, ReadWait, Sleep, WaitMode, WriteWait
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.operators.base import Operator
@@ -29,6 +30,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.scheduler import Scheduler
 
 _READ_BLOCKED = OperatorState.READ_BLOCKED
+#: What a coroutine operator may suspend with: the messages of runtime.traps (anything else is a foreign await).
+_MESSAGE_TYPES = frozenset({ReadWait, WriteWait, Sleep, ExternalWait, type(PREEMPT)})
 
 
 class Task:
@@ -73,6 +76,8 @@ class Task:
         # Tuples accepted by the operator but not yet by a downstream buffer:
         # [buffer, items, origin] in push order.
         self.pending: list[list[Any]] = []
+        #: The output port whose last push was not awaited yet (a coroutine operator's; see OutputPort.push).
+        self.unawaited_push: Any = None
         self.origin = 0.0
         self.deadline = 0.0
         self.sleep_seq = 0
@@ -244,13 +249,25 @@ class CoroutineTask(Task):
     def open(self, context: Context) -> None:
         super().open(context)
         self.coro = self.op.process(context)
+        if not hasattr(self.coro, "send"):
+            raise TypeError(f"operator {self.name!r} ({type(self.op).__name__}): process returned "
+                            f"{type(self.coro).__name__}, not a coroutine; write async def process(self, ctx)")
 
     def run(self, deadline: float) -> Outcome:
         self.deadline = deadline
         try:
             msg = self.coro.send(None)
         except StopIteration:
+            if self.unawaited_push is not None:
+                raise push_not_awaited(self.name, self.unawaited_push.index) from None
             return COMPLETED
+        except RuntimeError as exc:
+            error = explain_asyncio(self.name, exc)
+            if error is None:
+                raise
+            raise error from exc
+        if self.unawaited_push is not None or msg.__class__ not in _MESSAGE_TYPES:
+            self._refuse_suspension(msg)
         if self.sched.shutdown_requested and (msg is not PREEMPT or self.sched.past_shutdown_grace()):
             # The operator keeps running after shutdown: end it (finally blocks run).
             self.coro.close()
@@ -261,6 +278,12 @@ class CoroutineTask(Task):
         super().abandon()
         if self.coro is not None:
             self.coro.close()
+
+    def _refuse_suspension(self, msg: Any) -> None:
+        """The operator suspended after a push it did not await, or on something not elastream's: raise."""
+        if self.unawaited_push is not None:
+            raise push_not_awaited(self.name, self.unawaited_push.index)
+        raise foreign_await(self.name, msg)
 
 
 class FunctionTask(Task):

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from elastream.elastic.controller import Machine, machine_or_here, threads_everywhere
 from elastream.elastic.gil import GilGuard, read_gil
-from elastream.elastic.view import flow_view
+from elastream.elastic.view import period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels
 
@@ -125,7 +125,7 @@ class TrendController:
             self.window.reset()
             return stepped or threads_everywhere(levels, ceiling, f"{level} threads per process is above the "
                                                                   f"{ceiling} worth running ({reading.describe()})")
-        thput = self.window.add(level, flow_view(period, levels).throughput() * period.period_s, period.period_s)
+        thput = self.window.add(level, period_throughput(period) * period.period_s, period.period_s)
         if thput is None:
             return []  # still measuring this level
         target, why = self.update_thread_level(level, thput, ceiling, cpu_ok=not machine.is_cpu_busy())

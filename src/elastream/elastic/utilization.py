@@ -29,7 +29,7 @@ from __future__ import annotations
 from elastream.elastic.controller import Machine, machine_or_here, threads_everywhere
 from elastream.elastic.gil import GilGuard, read_gil
 from elastream.elastic.trend import SENS
-from elastream.elastic.view import flow_view
+from elastream.elastic.view import period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels
 
@@ -77,7 +77,7 @@ class UtilizationController:
         stepped = self.gil.step_down(reading, levels, machine)
         if stepped:
             return stepped
-        self._throughput[level] = flow_view(period, levels).throughput()
+        self._throughput[level] = period_throughput(period)
         if level > ceiling:
             return threads_everywhere(levels, ceiling, f"{level} threads per process is above the {ceiling} "
                                                        f"worth running ({reading.describe()})")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from elastic_snapshots import chain_period, load_periods, op, replicated_period
 
 from elastream.elastic.bottleneck import detect_bottleneck, detect_bottlenecks
-from elastream.elastic.view import flow_view, logical_name
+from elastream.elastic.view import flow_view, logical_name, period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Levels
 
@@ -67,3 +67,9 @@ def test_throughput_counts_the_operators_the_user_wrote():
     assert plain.throughput() == 6 * 1000          # source, four operators, sink
     replicated = flow_view(replicated_period("slow", 3, rate=1000.0, cost_s=1e-4))
     assert replicated.throughput() == 3 * 1000     # source, slow (not its split, replicas, merge), sink
+
+
+def test_the_thread_controllers_throughput_equals_the_views():
+    for period in (chain_period(CHAIN, rate=1000.0), replicated_period("slow", 3, rate=1000.0, cost_s=1e-4),
+                   *load_periods("chain_one_slow_unfused.json")[:3]):
+        assert period_throughput(period) == flow_view(period).throughput()

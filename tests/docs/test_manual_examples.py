@@ -139,3 +139,26 @@ def test_the_extractor_reads_fences_markers_and_lines(tmp_path: Path) -> None:
     assert [(e.line, e.code, e.skip_reason) for e in found] == [
         (3, "print(1)\n", None), (8, "x = 2\n", "needs Spark"), (16, "y = 3\n", None)]
     assert shell_commands(page) == ["make demo"]
+
+
+def test_bench_report_puts_headlines_in_the_readme_and_every_table_in_docs(tmp_path: Path) -> None:
+    import json
+
+    from elastream.bench import report
+
+    results = json.loads((ROOT / "bench" / "results" / "latest.json").read_text(encoding="utf-8"))
+    readme, page = tmp_path / "README.md", tmp_path / "docs" / "performance.md"
+    readme.write_text("intro\n<!-- bench:begin -->\nold\n<!-- bench:end -->\noutro\n", encoding="utf-8")
+    assert report.performance_page(str(readme), None) is None     # no docs page beside it: left alone
+    page.parent.mkdir()
+    page.write_text("notes\n<!-- bench:begin -->\n<!-- bench:end -->\n", encoding="utf-8")
+    assert report.performance_page(str(readme), None) == page
+    assert report.performance_page(str(readme), "") is None
+    report.update_readme(readme, report.render_summary(results))
+    report.update_readme(page, report.render_markdown(results))
+    summary = readme.read_text(encoding="utf-8")
+    assert "\nold\n" not in summary and summary.endswith("outro\n") and "docs/performance.md" in summary
+    # One headline row per benchmark in the README; the full tables only in docs.
+    assert summary.count("\n| ") == 2 + len(results["results"])      # header, rule, one row each
+    assert "Engine overhead" in summary and "| policy | threads |" not in summary
+    assert "| policy | threads |" in page.read_text(encoding="utf-8")

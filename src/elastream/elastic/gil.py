@@ -128,12 +128,13 @@ def processes_wanted(reading: GilReading, levels: Levels, machine: Machine) -> i
     """How many processes a GIL-bound flow asks for, or None when more would not help.
 
     The busy threads show the parallel work waiting for the GIL; each process brings one
-    more core's worth, up to the cores and ``machine.process_cap``.
+    more core's worth, up to the cores and ``machine.process_cap``, while the machine's CPU
+    has room.
 
     Example: ``processes_wanted(GilReading(4.0, 1.0, Regime.GIL_BOUND), Levels(threads=(4,)), Machine(cores=2)) == 2``
     """
-    if reading.regime is not Regime.GIL_BOUND:
-        return None
+    if reading.regime is not Regime.GIL_BOUND or machine.is_cpu_busy():
+        return None  # (on a saturated machine another process would get no CPU either)
     cap = min(machine.process_cap, max(1, machine.cores))
     wanted = min(cap, levels.processes * max(1, round(reading.busy_threads)))
     return wanted if wanted > levels.processes else None

@@ -89,3 +89,8 @@ def test_recorded_pure_python_pipeline_at_4_threads_goes_down_to_1(controller):
     decisions = controller().decide(periods[middle], Levels(threads=(4,)), Machine(cores=2, cpu_percent=cpu[middle]))
     assert [(d.process, d.threads) for d in decisions if isinstance(d, SetThreads)] == [(0, 1)]
     assert read_gil(periods[middle], Levels(threads=(4,))).busy_threads > 2      # several threads were busy
+
+
+def test_no_process_is_proposed_while_the_machine_cpu_is_saturated():
+    decisions = TrendController().decide(pure_python_at(4), Levels(threads=(4,)), Machine(cores=2, cpu_percent=97.0))
+    assert [type(d) for d in decisions] == [SetThreads]

@@ -9,7 +9,8 @@ reaching the sink after ``--warmup`` seconds count (steady state). With
 ``--tuples N`` each run instead processes N tuples to completion.
 Every row also gives ``cores_used`` (process CPU seconds per wall second),
 which shows whether threads ran Python in parallel (GIL case ``release``) or
-took turns (``hold``).
+took turns (``hold``). Operator fusion is off (``SchedulingConfig(fuse=False)``):
+the policies under test choose between operators, which a fused chain would hide.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def run_one(args: argparse.Namespace, policy: str, threads: int, seconds: float 
     flow, sink = build_topology(args.topology, n_tuples=args.tuples, cost_us=args.cost_us,
                                 selectivity=args.selectivity, gil=args.gil, ops=args.ops, depth=args.depth,
                                 seconds=seconds)
+    # Fusion off: the policies rank operators, so every operator must be a task of its own.
     runner = es.Runner(threads=threads, policy=policy, max_queue_size=args.queue_size, batch_size=args.batch_size,
-                       seed=0)
+                       seed=0, scheduling=es.SchedulingConfig(fuse=False))
     m = measure_run(runner, flow, sink, seconds=seconds, warmup_s=args.warmup if seconds else 0.0)
     return {"policy": policy, "threads": threads, "throughput_tuples_per_s": m.throughput,
             "mean_latency_ms": m.latency["mean_ms"], "p99_latency_ms": m.latency["p99_ms"],

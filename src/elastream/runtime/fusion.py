@@ -33,6 +33,7 @@ once per batch.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from time import perf_counter
@@ -40,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import FunctionOperator, Operator
 from elastream.operators.spec import Driver, Kind, OperatorSpec
+from elastream.operators.user_code import note_failed_record
 from elastream.runtime.context import Context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -121,11 +123,78 @@ class _MemberView:
         return self._task.deadline
 
 
+#: A chain with composed Maps runs one batch in this many stage by stage through each member's own
+#: ``on_batch``, timed per member; those batches give the members' shares of the composed calls' time.
+SAMPLE_EVERY = 64
+
+
+class _Composed:
+    """Consecutive Map members called as one generated function per tuple (made once, when the chain opens).
+
+    ``run(items, port)`` calls the members' functions on each item in turn, one
+    statement per member, so a failure's line in ``code`` tells which member
+    raised (``member_of_line``) and the frame's ``x`` is the record it got.
+    """
+
+    __slots__ = ("run", "code", "member_of_line")
+
+    def __init__(self, fns: Sequence[Callable[[Any], Any]], label: str):
+        names = [f"f{i}" for i in range(len(fns))]
+        head = [f"def make({', '.join(names)}):",
+                f"    def run(items, port, {', '.join(f'{n}={n}' for n in names)}):",  # defaults: fast locals
+                "        out = []",
+                "        append = out.append",
+                "        for x in items:"]
+        first_line = len(head) + 1
+        body = [f"            x = {n}(x)" for n in names]
+        tail = ["            append(x)", "        return out", "    return run"]
+        scope: dict[str, Any] = {}
+        # Named inside the package, so error reports leave this frame out as they do the engine's own.
+        filename = os.path.join(os.path.dirname(__file__), f"<fused {label}>")
+        exec(compile("\n".join(head + body + tail) + "\n", filename, "exec"), scope)  # noqa: S102
+        self.run: Callable[[list, int], list] = scope["make"](*fns)
+        self.code = self.run.__code__
+        self.member_of_line = {first_line + i: i for i in range(len(fns))}
+
+    def failure(self, exc: BaseException) -> tuple[int | None, Any]:
+        """(member index within the run, the record it got) of an exception raised inside ``run``."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code is not self.code:
+            tb = tb.tb_next
+        if tb is None:
+            return None, None
+        return self.member_of_line.get(tb.tb_lineno), tb.tb_frame.f_locals.get("x")
+
+
+def composable(spec: OperatorSpec) -> bool:
+    """A member whose batch is exactly ``list(map(fn, items))`` (its declared transform): it can be composed."""
+    declared = spec.declared
+    return declared is not None and declared.transform == "map" and declared.fn is not None and spec.one_to_one
+
+
+def plan_steps(specs: Sequence[OperatorSpec]) -> list[tuple[int, int]]:
+    """The chain cut into steps ``(first member, members)``: runs of two composable members or more, else one."""
+    steps: list[tuple[int, int]] = []
+    i, n = 0, len(specs)
+    while i < n:
+        j = i
+        while j < n and composable(specs[j]):
+            j += 1
+        if j - i >= 2:
+            steps.append((i, j - i))
+            i = j
+        else:
+            steps.append((i, 1))
+            i += 1
+    return steps
+
+
 class FusedChain(FunctionOperator):
-    """The operator of a fused chain's task: its members' ``on_batch`` stage after stage, per batch.
+    """The operator of a fused chain's task: its members stage after stage, per batch.
 
     ``names`` and ``members`` are the chain's operator names and run instances in
-    flow order; ``tuples_in``, ``tuples_out`` and ``stage_s`` are per member.
+    flow order; ``tuples_in``, ``tuples_out`` and ``stage_s`` (busy seconds,
+    measured or estimated) are per member.
     """
 
     kind = Kind.STATELESS
@@ -134,6 +203,7 @@ class FusedChain(FunctionOperator):
         super().__init__(inputs=1, outputs=1)
         self.names = tuple(names)
         self.members = tuple(members)
+        self._specs = tuple(specs)
         self._spec = chain_spec(specs)
         n = len(self.members)
         self.tuples_in = [0] * n
@@ -144,6 +214,11 @@ class FusedChain(FunctionOperator):
         self.views: tuple[_MemberView, ...] = ()
         self._contexts: tuple[Context, ...] = ()
         self._stages: tuple[Callable[[list, int], Any], ...] = ()
+        # Steps of the composed path: (first member, members, call, composed run or None).
+        self._steps: tuple[tuple[int, int, Callable[[list, int], Any], _Composed | None], ...] = ()
+        self._sampled_s = [0.0] * n      # per member: time measured in the stage-by-stage batches
+        self._shares = [1.0] * n         # per member: its share of its composed step's time
+        self._countdown = 0
         self._now: Callable[[], float] = perf_counter
         self._lock = threading.Lock()
         self._opened = 0
@@ -172,6 +247,20 @@ class FusedChain(FunctionOperator):
                 self._fail(i)
                 raise
         self._stages = tuple(op.on_batch for op in self.members)  # type: ignore[attr-defined]
+        self._steps = tuple(self._make_step(first, count) for first, count in plan_steps(self._specs))
+        if all(count == 1 for _, count, _, _ in self._steps):
+            self._steps = ()              # nothing composed: every batch runs stage by stage
+        for first, count, _, _ in self._steps:
+            for j in range(first, first + count):
+                self._shares[j] = 1.0 / count  # until the first timed batch
+        self._countdown = 0
+
+    def _make_step(self, first: int, count: int) -> tuple[int, int, Callable[[list, int], Any], _Composed | None]:
+        if count == 1:
+            return first, 1, self._stages[first], None
+        fns = [self._specs[j].declared.fn for j in range(first, first + count)]  # type: ignore[union-attr]
+        composed = _Composed(fns, f"{self.names[first]}..{self.names[first + count - 1]}")  # type: ignore[arg-type]
+        return first, count, composed.run, composed
 
     def close(self) -> None:
         """Close every opened member in order; the first error is raised once all have closed."""
@@ -193,7 +282,16 @@ class FusedChain(FunctionOperator):
 
     # -- data --------------------------------------------------------------------------------------
     def on_batch(self, items: list, port: int) -> list | None:
-        """Run the batch through every stage; stop early once a stage leaves nothing."""
+        """Run the batch through the chain: composed where members compose, timed stage by stage in samples."""
+        if self._steps:
+            self._countdown -= 1
+            if self._countdown >= 0:
+                return self._run_steps(items)
+            self._countdown = SAMPLE_EVERY - 1
+        return self._run_stages(items)
+
+    def _run_stages(self, items: list) -> list | None:
+        """Each member's own ``on_batch`` in turn, timed; stop early once a stage leaves nothing."""
         now = self._now
         marks = [now()]
         sizes = [len(items)]
@@ -209,16 +307,75 @@ class FusedChain(FunctionOperator):
         except BaseException:
             self._fail(i)
             raise
-        self._record(sizes, marks)
+        self._record_stages(sizes, marks)
         return items
 
-    def _record(self, sizes: list[int], marks: list[float]) -> None:
+    def _record_stages(self, sizes: list[int], marks: list[float]) -> None:
         tuples_in, tuples_out, stage_s = self.tuples_in, self.tuples_out, self.stage_s
         with self._lock:  # workers sharing the chain (dynamic allotment) add their batches one at a time
             for j in range(len(sizes) - 1):
                 tuples_in[j] += sizes[j]
                 tuples_out[j] += sizes[j + 1]
                 stage_s[j] += marks[j + 1] - marks[j]
+            if self._steps:
+                self._update_shares(marks)
+
+    def _update_shares(self, marks: list[float]) -> None:
+        """Fold a stage-by-stage batch into each composed member's share of its step's time (lock held)."""
+        sampled = self._sampled_s
+        for first, count, _, composed in self._steps:
+            if composed is None or first + count >= len(marks):
+                continue
+            for j in range(first, first + count):
+                sampled[j] += marks[j + 1] - marks[j]
+            total = sum(sampled[first:first + count])
+            if total > 0:
+                for j in range(first, first + count):
+                    self._shares[j] = sampled[j] / total
+
+    def _run_steps(self, items: list) -> list | None:
+        """The composed path: a run of Maps is one call per tuple; its time is shared by the sampled shares."""
+        now = self._now
+        marks = [now()]
+        sizes = [len(items)]
+        k = 0
+        try:
+            for k, (_, _, call, _) in enumerate(self._steps):  # noqa: B007 - k names the step that raises
+                items = call(items, 0)
+                marks.append(now())
+                if not items:
+                    sizes.append(0)
+                    break
+                sizes.append(len(items))
+        except BaseException as exc:
+            self._blame(k, exc)
+            raise
+        self._record_steps(sizes, marks)
+        return items
+
+    def _record_steps(self, sizes: list[int], marks: list[float]) -> None:
+        tuples_in, tuples_out, stage_s, shares = self.tuples_in, self.tuples_out, self.stage_s, self._shares
+        with self._lock:
+            for k in range(len(sizes) - 1):
+                first, count, _, _ = self._steps[k]
+                n_in, n_out, spent = sizes[k], sizes[k + 1], marks[k + 1] - marks[k]
+                for j in range(first, first + count):  # composed members are one-to-one: in = out
+                    tuples_in[j] += n_in
+                    tuples_out[j] += n_out
+                    stage_s[j] += spent * shares[j]
+
+    def _blame(self, k: int, exc: BaseException) -> None:
+        """Name the member that raised in step ``k``: in a composed run, the line that raised tells which,
+        and the error gets the note that member's own ``on_batch`` adds (the record it failed on)."""
+        first, _, _, composed = self._steps[k]
+        if composed is None:
+            self._fail(first)
+            return
+        offset, record = composed.failure(exc)
+        member = first + (offset or 0)
+        self._fail(member)
+        if offset is not None and isinstance(exc, Exception):
+            note_failed_record(exc, self.members[member].describe(), record)
 
     def on_inputs_closed(self) -> list | None:
         """End of stream, member after member: each one's final outputs go through the members after it."""

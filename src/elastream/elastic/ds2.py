@@ -101,12 +101,12 @@ def input_targets(view: FlowView, tau: float = TAU) -> dict[str, float]:
 
 
 def sustainable_scale(view: FlowView, targets: dict[str, float], machine: Machine,
-                      max_instances: dict[str, int]) -> float:
+                      max_instances: dict[str, int], tau: float = TAU) -> float:
     """The largest fraction (≤ 1) of the targets the machine's cores and every unit's instance cap allow."""
     scale = 1.0
     cpu_per_second = view.overhead_cpu_s / view.period_s if view.period_s > 0 else 0.0  # splits and merges
     for unit in view.units.values():
-        rate = source_rate(unit, view.period_s) if unit.is_source else targets.get(unit.name, 0.0)
+        rate = source_rate(unit, view.period_s, tau) if unit.is_source else targets.get(unit.name, 0.0)
         cpu_per_second += rate * unit.cpu_per_tuple_s
     if cpu_per_second > machine.cores:
         scale = machine.cores / cpu_per_second
@@ -128,7 +128,7 @@ def ds2_instances(view: FlowView, machine: Machine, max_instances: dict[str, int
     Example: ``ds2_instances(view, Machine(cores=2), {"slow": 2})["slow"].instances``  # about 2.0
     """
     targets = input_targets(view, tau)
-    scale = sustainable_scale(view, targets, machine, max_instances)
+    scale = sustainable_scale(view, targets, machine, max_instances, tau)
     sizing = {}
     for unit in view.units.values():
         if unit.is_source or unit.true_rate <= 0:

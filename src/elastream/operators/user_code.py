@@ -54,6 +54,7 @@ _SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = 6
 _SHORT.maxlevel = 3
 #: What a step loop holds as the last result before any step returned.
 UNSET: Any = object()
+_RECORD_NOTE = " failed on the record "
 
 
 def shorten(value: Any) -> str:
@@ -161,8 +162,8 @@ def failed_record(items: list, it: Iterator[Any]) -> Any:
 def note_failed_record(exc: BaseException, who: str, record: Any) -> None:
     """Add a note to ``exc`` naming the operator ``who`` and the (shortened) ``record``; once per exception."""
     notes = getattr(exc, "__notes__", ())
-    if not any(n.startswith(NOTE_PREFIX) for n in notes):
-        exc.add_note(f"{NOTE_PREFIX}{who} failed on the record {shorten(record)}")
+    if not any(n.startswith(NOTE_PREFIX) and _RECORD_NOTE in n for n in notes):
+        exc.add_note(f"{NOTE_PREFIX}{who}{_RECORD_NOTE}{shorten(record)}")
 
 
 def note_fold_hint(exc: BaseException, who: str,

@@ -81,6 +81,7 @@ class ThroughputWindow:
         return thput
 
     def reset(self, level: int = 0) -> None:
+        """Start an empty window at ``level``."""
         self.level, self.tuples, self.seconds, self.periods = level, 0.0, 0.0, 0
 
 
@@ -175,6 +176,7 @@ class TrendController:
         return abs(thput - rec.first_thput) > self.load_change * rec.first_thput
 
     def untrust_all(self) -> None:
+        """Trust no record (step 1 of Fig. 7 on a change of load)."""
         for rec in self.records.values():
             rec.trusted = False
 
@@ -193,10 +195,12 @@ class TrendController:
         return rec.last_thput > thput and rec.last_thput - thput > self.sens * thput
 
     def trust_below(self, level: int) -> bool:
+        """The level below exists and its record is trusted."""
         rec = self.records.get(level - 1)
         return level > self.min_threads and rec is not None and rec.trusted
 
     def trust_above(self, level: int, ceiling: int) -> bool:
+        """The level above is within the ceiling and its record is trusted."""
         rec = self.records.get(level + 1)
         return level < ceiling and rec is not None and rec.trusted
 

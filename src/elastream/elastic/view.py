@@ -64,10 +64,12 @@ class Unit:
 
     @property
     def is_source(self) -> bool:
+        """True for a source (no input)."""
         return self.kind == "source"
 
     @property
     def is_sink(self) -> bool:
+        """True for a sink (no output)."""
         return self.kind == "sink"
 
     @property
@@ -111,6 +113,7 @@ class FlowView:
     """CPU seconds of the machinery no unit owns (replicas' splits and merges)."""
 
     def sources(self) -> list[Unit]:
+        """The source units."""
         return [u for u in self.units.values() if u.is_source]
 
     def throughput(self) -> float:

@@ -36,7 +36,7 @@ README_MAX_LINES = 320
 #: Per example; a small example takes well under a few seconds even on a loaded machine.
 EXAMPLE_TIMEOUT_S = 60
 #: Examples running at once (each is one short-lived interpreter).
-CONCURRENT_EXAMPLES = 3
+CONCURRENT_EXAMPLES = 4
 
 FENCE = re.compile(r"^```(?P<lang>[^\n`]*)\n(?P<code>.*?)^```[ \t]*$", re.S | re.M)
 NO_TEST = re.compile(r"<!--\s*no-test:\s*(?P<reason>.*?)\s*-->\s*$", re.S)

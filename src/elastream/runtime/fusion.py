@@ -5,30 +5,34 @@ consecutive operators that may fuse (:func:`fusable`: stateless, driven batch
 by batch, one input and one output, no control input, not a replica) linked
 by a connection that is the upstream's only output and the downstream's only
 input. :func:`~elastream.runtime.compile.compile_flow` then gives each chain
-one task whose operator is a :class:`FusedChain`: per batch it calls the
-members' ``on_batch`` stage after stage over the whole list (the stages are
-bound once when the chain opens, never composed per tuple), so a tuple pays
-one buffer hop for the whole chain instead of one per operator.
+one task whose operator is a :class:`FusedChain`, so a tuple pays one buffer
+hop for the whole chain instead of one per operator. Per batch the chain runs
+its steps (:func:`plan_steps`, made once when it opens, never per tuple) over
+the whole list: each run of two or more Maps is one generated function
+calling their functions on each tuple in turn (:class:`_Composed`, as a hand
+unrolled loop would), every other member its own ``on_batch``.
 
 What stays per operator:
 
-* statistics: the chain counts each member's tuples in and out and times
-  each stage per batch (a clock read per stage and batch, about 1% of a
-  batch of identity maps); the snapshot
-  (:func:`elastream.runtime.snapshot.take_snapshot`) lists every member as an
-  operator of its own, the task's busy and CPU time shared out in proportion
-  to the stage times;
+* statistics: tuples in and out per member are counted per batch (exact); busy
+  time is timed per member and batch where members run one by one, and for
+  composed Maps one batch in :data:`SAMPLE_EVERY` runs member by member, timed,
+  and the composed calls' time is shared out in those proportions (sampled and
+  extrapolated). The snapshot (:func:`elastream.runtime.snapshot.member_stats`)
+  lists every member as an operator of its own;
 * errors: the member that raised is recorded in :attr:`FusedChain.failed_member`,
-  which the scheduler names instead of the chain, with the member's traceback;
+  which the scheduler names instead of the chain, with the member's traceback
+  (in a composed call, the line that raised tells the member, and the error
+  gets the note the member's own ``on_batch`` would add, naming its record);
 * end of stream: members' ``on_inputs_closed`` run in order, each one's final
   outputs going through the members after it;
 * each member opens with a context of its own name (its logger, its
   malformed-record count), the chain's scheduler and deadline behind it.
 
-A fused chain is stateless, so under dynamic allotment (threads > 1) several
-workers may share it like one stateless operator (its worker bound is the
-smallest of its members'); the counters are then updated under a small lock,
-once per batch.
+Threading: a fused chain is stateless, so under dynamic allotment (threads > 1)
+several workers may run one chain at once like one stateless operator (its
+worker bound is the smallest of its members'); the counters are then updated
+under a small lock, once per batch, and read under it by :meth:`FusedChain.counters`.
 """
 
 from __future__ import annotations
@@ -193,8 +197,8 @@ class FusedChain(FunctionOperator):
     """The operator of a fused chain's task: its members stage after stage, per batch.
 
     ``names`` and ``members`` are the chain's operator names and run instances in
-    flow order; ``tuples_in``, ``tuples_out`` and ``stage_s`` (busy seconds,
-    measured or estimated) are per member.
+    flow order; :meth:`counters` gives each member's tuples in and out and busy
+    seconds (measured, or estimated from the sampled shares where composed).
     """
 
     kind = Kind.STATELESS
@@ -206,9 +210,14 @@ class FusedChain(FunctionOperator):
         self._specs = tuple(specs)
         self._spec = chain_spec(specs)
         n = len(self.members)
-        self.tuples_in = [0] * n
-        self.tuples_out = [0] * n
-        self.stage_s = [0.0] * n
+        # Per member: what ran stage by stage (sampled batches, end of stream, chains without composition).
+        self._in = [0] * n
+        self._out = [0] * n
+        self._s = [0.0] * n
+        # Per step of the composed path: its tuples in and out and seconds (members share them in counters()).
+        self._step_in: list[int] = []
+        self._step_out: list[int] = []
+        self._step_s: list[float] = []
         #: The member whose code raised first (the scheduler names it), None while none has.
         self.failed_member: str | None = None
         self.views: tuple[_MemberView, ...] = ()
@@ -253,6 +262,8 @@ class FusedChain(FunctionOperator):
         for first, count, _, _ in self._steps:
             for j in range(first, first + count):
                 self._shares[j] = 1.0 / count  # until the first timed batch
+        steps = len(self._steps)
+        self._step_in, self._step_out, self._step_s = [0] * steps, [0] * steps, [0.0] * steps
         self._countdown = 0
 
     def _make_step(self, first: int, count: int) -> tuple[int, int, Callable[[list, int], Any], _Composed | None]:
@@ -311,7 +322,7 @@ class FusedChain(FunctionOperator):
         return items
 
     def _record_stages(self, sizes: list[int], marks: list[float]) -> None:
-        tuples_in, tuples_out, stage_s = self.tuples_in, self.tuples_out, self.stage_s
+        tuples_in, tuples_out, stage_s = self._in, self._out, self._s
         with self._lock:  # workers sharing the chain (dynamic allotment) add their batches one at a time
             for j in range(len(sizes) - 1):
                 tuples_in[j] += sizes[j]
@@ -354,15 +365,23 @@ class FusedChain(FunctionOperator):
         return items
 
     def _record_steps(self, sizes: list[int], marks: list[float]) -> None:
-        tuples_in, tuples_out, stage_s, shares = self.tuples_in, self.tuples_out, self.stage_s, self._shares
+        step_in, step_out, step_s = self._step_in, self._step_out, self._step_s
         with self._lock:
             for k in range(len(sizes) - 1):
-                first, count, _, _ = self._steps[k]
-                n_in, n_out, spent = sizes[k], sizes[k + 1], marks[k + 1] - marks[k]
-                for j in range(first, first + count):  # composed members are one-to-one: in = out
-                    tuples_in[j] += n_in
-                    tuples_out[j] += n_out
-                    stage_s[j] += spent * shares[j]
+                step_in[k] += sizes[k]
+                step_out[k] += sizes[k + 1]
+                step_s[k] += marks[k + 1] - marks[k]
+
+    def counters(self) -> tuple[list[int], list[int], list[float]]:
+        """Each member's tuples in, tuples out and busy seconds so far (a composed step's time by its shares)."""
+        with self._lock:
+            tuples_in, tuples_out, busy = list(self._in), list(self._out), list(self._s)
+            for k, (first, count, _, _) in enumerate(self._steps):
+                for j in range(first, first + count):  # composed members are one-to-one: in = out for each
+                    tuples_in[j] += self._step_in[k]
+                    tuples_out[j] += self._step_out[k]
+                    busy[j] += self._step_s[k] * self._shares[j]
+        return tuples_in, tuples_out, busy
 
     def _blame(self, k: int, exc: BaseException) -> None:
         """Name the member that raised in step ``k``: in a composed run, the line that raised tells which,
@@ -392,9 +411,9 @@ class FusedChain(FunctionOperator):
             if end:
                 out.extend(end)
             with self._lock:
-                self.tuples_in[i] += len(carry)
-                self.tuples_out[i] += len(out)
-                self.stage_s[i] += now() - t0
+                self._in[i] += len(carry)
+                self._out[i] += len(out)
+                self._s[i] += now() - t0
             carry = out
         return carry or None
 

@@ -78,8 +78,9 @@ def member_stats(task: Task, chain: FusedChain, now: float) -> list[OperatorStat
     """One snapshot per member of a fused chain, as if each ran as its own task.
 
     Tuple counts are each member's own (counted per batch). The task's busy and CPU
-    seconds are shared out in proportion to the members' stage times (timed per
-    batch), so the members add up to the task; with no stage timed yet, evenly.
+    seconds are shared out in proportion to the members' stage times
+    (:meth:`FusedChain.counters`: timed per batch, or for composed Maps sampled
+    and extrapolated), so the members add up to the task; with none timed yet, evenly.
     Rates scale with each member's share of the chain's input (output). The first
     member has the chain's input port and read waits, the last its output side;
     the ports between members are calls, shown as always-empty ports that passed
@@ -87,8 +88,7 @@ def member_stats(task: Task, chain: FusedChain, now: float) -> list[OperatorStat
     """
     whole = operator_stats(task, now)
     names, n = chain.names, len(chain.names)
-    tuples_in, tuples_out = list(chain.tuples_in), list(chain.tuples_out)
-    stage_s = list(chain.stage_s)
+    tuples_in, tuples_out, stage_s = chain.counters()
     timed = sum(stage_s)
     shares = [s / timed for s in stage_s] if timed > 0 else [1.0 / n] * n
     head_in, tail_out = tuples_in[0], tuples_out[-1]

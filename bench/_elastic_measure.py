@@ -134,7 +134,7 @@ def convergence(entries: Sequence[Any]) -> dict[str, Any]:
     pauses = [e.pause_ms for e in entries if e.pause_ms is not None]
     result: dict[str, Any] = {"periods": len(keys), "converge_periods": None, "steady_changes_per_10": None,
                               "steady_levels": None, "max_pause_ms": max(pauses) if pauses else None,
-                              "level_changes": changes(keys)}
+                              "level_changes": changes(keys), "not_applied": not_applied(entries)}
     if not keys:
         return result
     steady = Counter(keys[len(keys) // 2:]).most_common(1)[0][0]
@@ -145,6 +145,12 @@ def convergence(entries: Sequence[Any]) -> dict[str, Any]:
                           steady_levels=json.loads(steady))
             break
     return result
+
+
+def not_applied(entries: Sequence[Any]) -> dict[str, int]:
+    """Decisions the run did not apply (proposals no backend applies yet, failed checks), counted by type."""
+    counts = Counter(type(a.decision).__name__ for e in entries for a in e.decisions if not a.ok)
+    return dict(sorted(counts.items()))
 
 
 # -- summaries over repeats ------------------------------------------------------------------------

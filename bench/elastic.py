@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from time import perf_counter
@@ -194,6 +195,7 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
                 "runs": len(phase_rows),
                 "steady_changes_per_10": max_or_none([p.get("steady_changes_per_10") for p in phase_rows]),
                 "max_pause_ms": max_or_none([p.get("max_pause_ms") for p in phase_rows]),
+                "not_applied": dict(sum((Counter(p.get("not_applied", {})) for p in phase_rows), Counter())),
                 "steady_levels": next((p.get("steady_levels") for p in reversed(phase_rows)), None)})
         out.append({"phase": phase, "best_static": best, "best_static_tuples_per_s": static.get(best),
                     "static": static, "elastic": elastic})
@@ -246,6 +248,11 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         bad = [r for r in shape["runs"] if "error" in r or r.get("check")]
         for r in bad:
             console.print(f"[red]{r['config']} (repeat {r['repeat'] + 1}): {r.get('error') or r['check']}[/red]")
+        for phase in shape["summary"]:
+            for e in phase["elastic"]:
+                if e.get("not_applied"):
+                    told = ", ".join(f"{k} ×{v}" for k, v in e["not_applied"].items())
+                    console.print(f"phase {phase['phase']}, {e['config']}: proposed but not applied: {told}")
         for label, path in shape["png"].items():
             console.print(f"timeline PNG ({label}): {path}")
     if result.get("timeline"):

@@ -74,7 +74,7 @@ def test_phase_windows_and_steady_rate_per_phase():
 
 
 def _entry(threads: int) -> SimpleNamespace:
-    return SimpleNamespace(levels=Levels(threads=(threads,)), pause_ms=None, at_s=0.0, period_s=0.5)
+    return SimpleNamespace(levels=Levels(threads=(threads,)), pause_ms=None, at_s=0.0, period_s=0.5, decisions=())
 
 
 def test_convergence_counts_periods_to_the_steady_level_and_its_changes():

@@ -43,18 +43,26 @@ def resolve_assignment(placement: Any, flow: Flow, processes: int) -> dict[str, 
     of the same flow (online mode: measured traffic and CPU time per operator, re-placed between
     runs as TurboStream's stop-and-restart does).
     """
-    if isinstance(placement, Mapping):
-        check_assignment(placement, flow, processes)
-        return dict(placement)
-    if isinstance(placement, PlacementPlan):
-        return dict(placement.assignment)
-    if isinstance(placement, FlowStats):
-        return dict(place(PlacementGraph.from_stats(placement), processes).assignment)
+    given = _given_assignment(placement, processes)
+    if given is not None:
+        check_assignment(given, flow, processes)  # a plan or statistics of another flow name other operators
+        return given
     planner = PLANNERS.get(placement) if isinstance(placement, str) else None
     if planner is None:
         raise ValueError(f"unknown placement {placement!r}: use one of {', '.join(sorted(PLANNERS))}, "
                          "a PlacementPlan or a dict")
     return dict(planner(PlacementGraph.from_flow(flow), processes).assignment)
+
+
+def _given_assignment(placement: Any, processes: int) -> dict[str, int] | None:
+    """The assignment a dict, a plan or an earlier run's statistics stand for (None: a planner's name)."""
+    if isinstance(placement, Mapping):
+        return dict(placement)
+    if isinstance(placement, PlacementPlan):
+        return dict(placement.assignment)
+    if isinstance(placement, FlowStats):
+        return dict(place(PlacementGraph.from_stats(placement), processes).assignment)
+    return None
 
 
 def check_assignment(assignment: Mapping[str, Any], flow: Flow, processes: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 
@@ -29,6 +30,13 @@ class Scripted:
         return self.per_period.pop(0) if self.per_period else []
 
 
+def endless_flow():
+    """Runs until shut down: nothing reaches the sink."""
+    flow = es.Flow("endless")
+    flow.source(itertools.count()).filter(lambda x: False).sink(es.ops.Collect(), name="out")
+    return flow
+
+
 def slow_flow(n=20_000):
     flow = es.Flow("slow")
     flow.source(range(n)).map(lambda x: x + 1).sink(es.ops.Collect(), name="out")
@@ -53,7 +61,7 @@ def test_levels_after_folds_in_only_what_took_effect():
 
 
 def test_a_step_applies_the_decisions_and_records_the_period():
-    handle = start_threads(slow_flow(), RunConfig(threads=1))
+    handle = start_threads(endless_flow(), RunConfig(threads=1))
     try:
         loop = ElasticLoop(handle, Elastic(), [Scripted([SetThreads(2, reason="more")])], Levels(threads=(1,)))
         applied = loop.step(handle.stats())
@@ -69,7 +77,7 @@ def test_a_step_applies_the_decisions_and_records_the_period():
 
 
 def test_a_fixed_thread_count_is_never_changed():
-    handle = start_threads(slow_flow(), RunConfig(threads=1))
+    handle = start_threads(endless_flow(), RunConfig(threads=1))
     try:
         loop = ElasticLoop(handle, Elastic(), [Scripted([SetThreads(2)])], Levels(threads=(1,)),
                            Fixed(threads=True))

@@ -263,6 +263,16 @@ def test_a_placement_leaving_out_an_operator_or_naming_a_missing_process():
     assert info.value.operator == "out"
 
 
+def test_a_plan_made_for_another_flow():
+    from elastream.placement import PlacementGraph, place
+
+    other = es.Flow("other")
+    other.source(range(3), name="numbers").sink(es.ops.Collect(), name="kept")
+    plan = place(PlacementGraph.from_flow(other), 2)
+    with pytest.raises(es.FlowValidationError, match=r"which is not in flow 'misuse' \(its operators: double, out, src\)"):
+        runner(placement=plan).run(pipeline(), timeout=60)
+
+
 def test_replicas_naming_an_unknown_operator(children_before):
     with pytest.raises(es.FlowValidationError) as info:
         runner(replicas={"nope": 2}).run(pipeline(), timeout=60)

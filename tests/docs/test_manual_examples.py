@@ -131,6 +131,12 @@ def test_readme_is_a_short_manual_with_working_links() -> None:
     assert [link for link in links if not (ROOT / link).exists()] == []
 
 
+@pytest.mark.parametrize("page", MANUAL, ids=[p.name for p in MANUAL])
+def test_links_between_pages_resolve(page: Path) -> None:
+    targets = re.findall(r"\]\(([^):#]+\.md)(?:#[^)]*)?\)", page.read_text(encoding="utf-8"))
+    assert [t for t in targets if not (page.parent / t).exists()] == []
+
+
 def test_the_extractor_reads_fences_markers_and_lines(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# t\n\n```python\nprint(1)\n```\n\n<!-- no-test: needs Spark -->\n```python\nx = 2\n```\n\n"

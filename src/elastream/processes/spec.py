@@ -70,15 +70,15 @@ class ChildSpec:
 class UnpicklableOperatorError(FlowValidationError):
     """An operator placed on a worker process holds something that cannot be pickled (sent to that process).
 
-    ``operator`` names it, ``where`` says where inside it the culprit sits (e.g. ``fn, closure variable 'f'``)
-    and ``__cause__`` is pickle's own error.
+    ``operator`` names it, ``where`` says where inside it the culprit sits (e.g.
+    ``attribute 'fn' -> closure variable 'f'``) and ``__cause__`` is pickle's own error.
     """
 
     def __init__(self, operator: str, op: Any, process: int, where: str, culprit: Any, cause: BaseException):
-        inside = f": {where} is a {type(culprit).__name__}" if where else ""
+        what = f"{where} is a {type(culprit).__name__}, which" if where else "it"
         super().__init__(
-            f"operator {operator!r} ({type(op).__name__}) cannot be sent to worker process {process}{inside}, "
-            f"which cannot be pickled ({type(cause).__name__}: {cause}). An open file, a lock, a socket or a "
+            f"operator {operator!r} ({type(op).__name__}) cannot be sent to worker process {process}: {what} "
+            f"cannot be pickled ({type(cause).__name__}: {cause}). An open file, a lock, a socket or a "
             f"generator cannot cross processes: create it in the operator's open() or inside the function "
             f"(open the file there), or keep the operator in this process with "
             f"placement={{{operator!r}: 0, ...}}", operator=operator)

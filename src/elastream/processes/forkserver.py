@@ -14,6 +14,11 @@ The server is the one child of the parent that outlives a run, on purpose: it
 is stopped when the interpreter exits (``atexit``) or by
 :func:`stop_fork_server`; the next run starts a new one.
 
+A worker that dies while it starts (before elastream's code runs in it: re-running
+the main script failed, say) leaves its error in a folder the parent made
+(:func:`record_startup_errors`), which the parent reads back for the
+``WorkerProcessError`` (:func:`startup_error`).
+
 Threading: :func:`ensure_fork_server` and :func:`stop_fork_server` are called from
 the thread that starts a run (or the user's); multiprocessing's own lock
 serialises the server's start and stop.

@@ -14,6 +14,14 @@ every part has reported its end, while the workers exit; every worker is
 joined on every exit path (normal end, an operator's failure, a killed worker,
 Ctrl-C in the caller's wait, a failed start).
 
+Misuse fails before anything starts: a run started at the main script's top
+level without ``if __name__ == "__main__":`` (:mod:`~elastream.processes.main_guard`:
+every worker would re-run it), an operator bound for a worker that cannot be
+pickled (:func:`~elastream.processes.spec.pickle_specs` names it). A worker
+that ends without reporting its end fails the run with a ``WorkerProcessError``
+(:mod:`~elastream.processes.worker_death`); a run never returns normally
+without a part's outputs.
+
 Threading: the user's thread calls :class:`ProcessRunHandle` methods; one
 supervisor thread owns the receiving ends of the pipes and the process
 sentinels and waits for the local part's end. It dispatches each message

@@ -126,7 +126,7 @@ def not_reported(name: str, op: Any) -> OperatorStats:
 def remote_error(failed: Failed) -> OperatorError:
     """The OperatorError a worker's :class:`Failed` stands for (its cause rebuilt from type name and text)."""
     cause = RemoteOperatorError(f"{failed.error_type}: {failed.message}")
-    error = OperatorError(failed.operator, cause, failed.details)
+    error = OperatorError(failed.operator, cause, failed.details, summary=f"{failed.error_type}: {failed.message}")
     error.__cause__ = cause
     return error
 
@@ -475,7 +475,7 @@ class ProcessRunHandle:
         if self._failure is not None:
             if isinstance(self._failure, OperatorError):
                 self._failure.partial = self._result  # what every part had produced, as the threads backend
-            raise self._failure
+            raise self._failure.with_traceback(None)  # the parts' frames: the report holds the operator's traceback
         return self._result
 
     # -- observation ---------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import elastream as es
 
 SRC = str(Path(es.__file__).resolve().parents[1])
 USER_LINE = "return 1 / (x - 3)"
-NOTE = "failed on record 3"
+NOTE = "user note: x is 3"
 
 SCRIPT = textwrap.dedent('''
     import sys
@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent('''
         try:
             return 1 / (x - 3)
         except ZeroDivisionError as exc:
-            exc.add_note("failed on record " + repr(x))
+            exc.add_note("user note: x is " + repr(x))
             raise
 
     if __name__ == "__main__":

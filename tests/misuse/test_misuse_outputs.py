@@ -183,6 +183,11 @@ def test_a_string_source_is_refused_with_the_operators_that_read_files(text):
     assert f"es.ops.TextLines({text!r})" in message and f"es.ops.FromIterable([{text!r}])" in message
 
 
+def test_a_path_source_is_refused_with_the_operators_that_read_files():
+    with pytest.raises(TypeError, match=r"flow.source\('data/text.txt'\): a path is not a stream of records"):
+        es.Flow("text").source(Path("data/text.txt"))
+
+
 # -- item 7: the command line ----------------------------------------------------------------------
 
 FLOW_MODULE = '''

@@ -6,6 +6,7 @@ is the same graph one would build with ``flow.add`` / ``flow.connect``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +20,11 @@ def as_source(obj: Any) -> Operator:
     """An operator from a source operator, an iterable or a generator function.
 
     A str or bytes is refused: iterating it would stream its characters one by one,
-    which is never what ``flow.source("data.txt")`` means.
+    which is never what ``flow.source("data.txt")`` means; so is a path.
     """
     from elastream.ops.sources import FromGenerator, FromIterable
 
-    if isinstance(obj, (str, bytes, bytearray)):
+    if isinstance(obj, (str, bytes, bytearray, os.PathLike)):
         raise TypeError(_text_source_message(obj))
     if isinstance(obj, Operator):
         if obj.n_inputs != 0:
@@ -36,11 +37,15 @@ def as_source(obj: Any) -> Operator:
     raise TypeError(f"cannot make a source from {type(obj).__name__}")
 
 
-def _text_source_message(text: str | bytes | bytearray) -> str:
+def _text_source_message(text: str | bytes | bytearray | os.PathLike) -> str:
+    if isinstance(text, os.PathLike):
+        text = os.fspath(text)
+        why = "a path is not a stream of records"
+    else:
+        what = "characters" if isinstance(text, str) else "byte values"
+        why = f"a {type(text).__name__} is not a stream of records (iterating it would emit its {what} one by one)"
     shown = repr(text) if len(text) <= 60 else repr(text[:57]) + "..."
-    what = "characters" if isinstance(text, str) else "byte values"
-    return (f"flow.source({shown}): a {type(text).__name__} is not a stream of records (iterating it would emit "
-            f"its {what} one by one). To read a file line by line: flow.source(es.ops.TextLines({shown})) "
+    return (f"flow.source({shown}): {why}. To read a file line by line: flow.source(es.ops.TextLines({shown})) "
             f"(es.ops.FromCSV, FromJSONL or FromParquet for other formats); for one record holding it: "
             f"flow.source(es.ops.FromIterable([{shown}]))")
 

@@ -55,6 +55,8 @@ PRELOAD_SCAN_BYTES = 1 << 20
 #: Most lines of a worker's start-up error the parent keeps for its WorkerProcessError.
 STARTUP_ERROR_LINES = 12
 
+#: Name prefix of those folders (followed by the creating process's pid and "-").
+STARTUP_DIR_PREFIX = "elastream-startup-"
 #: Folder where workers forked from this process's fork server leave an error that killed them while
 #: they started (None: no fork server started by this process yet).
 _startup_errors_dir: str | None = None
@@ -104,7 +106,8 @@ def start_fork_server(ctx: Any, preload: list[str], sources: list[str]) -> None:
 
     global _startup_errors_dir
     if _startup_errors_dir is None:
-        _startup_errors_dir = tempfile.mkdtemp(prefix="elastream-startup-")
+        _remove_orphaned_startup_dirs()
+        _startup_errors_dir = tempfile.mkdtemp(prefix=f"{STARTUP_DIR_PREFIX}{os.getpid()}-")
     ctx.set_forkserver_preload(preload)
     os.environ[FORKSERVER_SETUP_ENV] = json.dumps({"sys_path": sys.path, "compile": sources,
                                                    "startup_errors": _startup_errors_dir})
@@ -173,6 +176,29 @@ def _remove_startup_errors_dir() -> None:
     if _startup_errors_dir is not None:
         shutil.rmtree(_startup_errors_dir, ignore_errors=True)
         _startup_errors_dir = None
+
+
+def _remove_orphaned_startup_dirs() -> None:
+    """Remove the start-up error folders of processes that no longer exist (killed before their atexit ran)."""
+    base = tempfile.gettempdir()
+    try:
+        names = [n for n in os.listdir(base) if n.startswith(STARTUP_DIR_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(STARTUP_DIR_PREFIX):].split("-", 1)[0]
+        if pid.isdigit() and not _process_exists(int(pid)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process: it exists
+    return True
 
 
 def _stop_at_exit() -> None:

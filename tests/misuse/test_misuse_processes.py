@@ -295,3 +295,18 @@ def test_stats_during_a_run_list_the_operators_of_every_process(wait_until, chil
     finally:
         handle.shutdown(timeout=30)
     assert_no_worker_left(children_before)
+
+
+def test_start_up_error_folders_of_killed_processes_are_removed(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, timeout=60)
+    dead = tmp_path / f"{forkserver.STARTUP_DIR_PREFIX}{int(ended.stdout)}-abc"
+    alive = tmp_path / f"{forkserver.STARTUP_DIR_PREFIX}{os.getpid()}-def"
+    for folder in (dead, alive):
+        folder.mkdir()
+        (folder / "1.err").write_text("Traceback ...")
+    forkserver._remove_orphaned_startup_dirs()
+    assert not dead.exists() and alive.exists()

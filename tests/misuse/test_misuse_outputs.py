@@ -172,6 +172,15 @@ def test_columns_naming_a_missing_field_fail_at_once(tmp_path: Path):
         es.Runner().run(endless_flow([Click("a", 1.0)], sink))
 
 
+def test_columns_order_the_fields_of_dicts_too(tmp_path: Path):
+    path = tmp_path / "ordered.jsonl"
+    flow = es.Flow("ordered")
+    flow.source(es.ops.FromIterable([{"b": 1, "a": 2}]), name="records") \
+        .sink(es.ops.ToJSONL(path, columns=["a", "b"]), name="out")
+    es.Runner().run(flow)
+    assert path.read_text() == '{"a": 2, "b": 1}\n'
+
+
 # -- item 7: a string as a source ------------------------------------------------------------------
 
 @pytest.mark.parametrize("text", ["text.txt", b"text.txt"])
@@ -255,3 +264,4 @@ def test_demo_tables_show_what_sources_emit_and_workers_a_user_can_read():
     live = live_table(stats)
     assert column(live, "workers now") == ["-", "-", "-"]  # nothing runs an operator of a finished flow
     assert column(live, "most at once")[0] == "1" and column(live, "tuples in")[0] == "-"
+

@@ -274,18 +274,21 @@ def _dict_values(names: tuple[str, ...]) -> Callable[[Any], Sequence[Any]]:
     return values
 
 
-def _object_values(record_type: type, kind: str, names: tuple[str, ...], whole: bool) -> Callable[[Any], Sequence[Any]]:
+def _object_values(record_type: type, kind: str, names: tuple[str, ...],
+                   whole: bool) -> Callable[[Any], Sequence[Any]]:
     # A named tuple holding exactly the columns is its own row: no copy per record.
     get = (lambda r: r) if whole and kind == "named tuple" else _getter(names)
 
     def values(record: Any) -> Sequence[Any]:
-        if type(record) is not record_type:
+        if type(record) is not record_type and not isinstance(record, record_type):
             raise RecordShapeError(f"is a {type(record).__name__}, but this file holds {record_type.__name__} records")
         return get(record)
     return values
 
 
 def _getter(names: tuple[str, ...]) -> Callable[[Any], Sequence[Any]]:
+    if not names:
+        return lambda r: ()
     if len(names) == 1:
         one = attrgetter(names[0])
         return lambda r: (one(r),)

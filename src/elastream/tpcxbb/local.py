@@ -55,8 +55,9 @@ DEFAULT_BATCH_SIZE = 256
 class LocalOptions:
     """Options of the local engine (the CLI flags of :func:`add_arguments`)."""
 
-    threads: int = 1
-    processes: int = 1
+    threads: int | None = None
+    """None: elastic (the Runner sizes the threads while the query runs)."""
+    processes: int | None = None
     policy: str = DEFAULT_POLICY
     batch_size: int = DEFAULT_BATCH_SIZE
     #: Rows between latency markers; 0: no markers; None: about TARGET_MARKERS per run.
@@ -78,9 +79,11 @@ class LocalOptions:
 def add_arguments(parser: Any) -> None:
     """CLI flags of the local engine (the registry's hook)."""
     add_argument_once(parser, "--threads", type=int, default=None, metavar="T",
-                      help="local: worker threads per process (default 1)")
+                      help="local: worker threads per process (default: elastic, from 1)")
     add_argument_once(parser, "--processes", type=int, default=None, metavar="P",
                       help="local: worker processes (default 1)")
+    add_argument_once(parser, "--timeline", default=None, metavar="FILE",
+                      help="local: write the elastic run's timeline to FILE (JSON) and a plot beside it (PNG)")
     add_argument_once(parser, "--policy", default=None, metavar="NAME",
                       help=f"local: scheduling policy, one of {', '.join(es.policies.available())} "
                            f"(default {DEFAULT_POLICY})")
@@ -129,16 +132,25 @@ def run_query(query: str, data_dir: Path, params: Any, options: Mapping[str, Any
     runner = es.Runner(threads=opts.threads, processes=opts.processes, policy=opts.policy,
                        batch_size=opts.batch_size, placement=opts.placement)
     on_start = options.get("on_start")
-    outputs, seconds = _run(qf, runner, opts.timeout,
-                            None if on_start is None else (lambda handle: on_start(rows, handle)))
+    outputs, seconds, timeline = _run(qf, runner, opts.timeout,
+                                      None if on_start is None else (lambda handle: on_start(rows, handle)))
     p50, p99 = latency_ms(outputs)
+    if options.get("timeline") and timeline is not None:
+        save_timeline(timeline, Path(options["timeline"]), title=f"{query} on elastream")
     return QueryRun(query=query, engine=ENGINE, answer=qf.finish(outputs), seconds=seconds, input_rows=rows,
                     latency_p50_ms=p50, latency_p99_ms=p99)
 
 
+def save_timeline(timeline: Any, path: Path, title: str = "") -> tuple[Path, Path]:
+    """Write ``timeline`` as JSON to ``path`` and its plot as PNG beside it; both paths."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    timeline.save_json(path)
+    return path, timeline.plot(path.with_suffix(".png"), title=title)
+
+
 def _run(qf: QueryFlow, runner: es.Runner, timeout: float | None,
-         on_start: Callable[[Any], None] | None = None) -> tuple[list, float]:
-    """Run the flow; (sink outputs, seconds from the first source read to the end).
+         on_start: Callable[[Any], None] | None = None) -> tuple[list, float, Any]:
+    """Run the flow; (sink outputs, seconds from the first source read to the end, the run's timeline).
 
     ``on_start(handle)`` runs on this thread once the flow has started (a
     progress display may follow ``handle.stats()`` there until ``handle.done``).
@@ -151,7 +163,7 @@ def _run(qf: QueryFlow, runner: es.Runner, timeout: float | None,
                 on_start(handle)
             result = handle.wait(timeout)
         except TimeoutError:
-            handle.shutdown(timeout=runner.shutdown_grace_s + 3.0)
+            handle.shutdown(timeout=runner.config.scheduling.shutdown_grace_s + 3.0)
             raise
     except es.OperatorError as exc:
         if exc.operator == qf.source_name:
@@ -160,7 +172,7 @@ def _run(qf: QueryFlow, runner: es.Runner, timeout: float | None,
     ended = perf_counter()
     outputs = result.outputs.get(qf.sink_name, [])
     first = min((m.stamp for m in markers_of(outputs) if m.seq == 0), default=started)
-    return outputs, ended - max(first, started)
+    return outputs, ended - max(first, started), result.timeline
 
 
 def _stream_error(qf: QueryFlow, exc: es.OperatorError) -> io.TpcxbbDataError:

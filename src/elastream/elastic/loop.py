@@ -100,6 +100,13 @@ class ElasticLoop:
         self.timeline.record(period, self.levels, applied, pause_ms=pause_ms)
         return applied
 
+    def record_final(self, stats: FlowStats) -> None:
+        """Record the run's last (partial) period, ending at its final ``stats``, without deciding."""
+        if self._before is not None and stats.elapsed_s <= self._before.elapsed_s:
+            return
+        self.timeline.record(period_between(self._before, stats), self.levels, ())
+        self._before = stats
+
     def _decide(self, period: PeriodStats, machine: Any) -> list[Decision]:
         decisions: list[Decision] = []
         for controller in self.controllers:

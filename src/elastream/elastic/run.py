@@ -76,6 +76,7 @@ class ElasticRunHandle:
                 error.partial = dataclasses.replace(partial, timeline=self.loop.timeline)  # type: ignore[attr-defined]
             raise
         self.loop.stop()
+        self.loop.record_final(result.stats)
         return dataclasses.replace(result, timeline=self.loop.timeline)
 
 

@@ -179,3 +179,16 @@ def test_runs_of_maps_are_composed_and_the_rest_run_stage_by_stage():
     ops = [es.ops.Map(abs), es.ops.Map(abs), es.ops.Filter(bool), es.ops.Map(abs), es.ops.Map(abs), es.ops.Map(abs),
            es.ops.FlatMap(list), es.ops.Map(abs)]
     assert plan_steps([op.spec() for op in ops]) == [(0, 2), (2, 1), (3, 3), (6, 1), (7, 1)]
+
+
+def test_worker_processes_fuse_their_own_parts():
+    """Each process compiles its part with fusion: outputs, counts and the failing member's name as unfused."""
+    placement = {"src": 0, "a": 0, "b": 0, "c": 1, "out": 1}   # a→b fuse in process 0; c runs alone in 1
+    n = 16 * (SAMPLE_EVERY + 4)
+    fused = es.Runner(processes=2, elastic=False, placement=placement, batch_size=16).run(composed_flow(n), timeout=60)
+    plain = runner(1, False, batch_size=16).run(composed_flow(n), timeout=60)
+    assert fused.outputs["out"] == plain.outputs["out"] and counts(fused) == counts(plain)
+    with pytest.raises(es.OperatorError) as info:
+        es.Runner(processes=2, elastic=False, placement=placement, batch_size=16).run(composed_flow(n, 700),
+                                                                                       timeout=60)
+    assert info.value.operator == "b"

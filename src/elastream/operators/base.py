@@ -61,6 +61,11 @@ class Operator:
                 port, out = ctx.inputs[0], ctx.outputs[0]
                 while await ctx.wait_for_all({port: 1}) is es.Status.DONE:
                     await out.push(port.pop() * 2)
+
+    ``Flow.add`` refuses a subclass whose ``__init__`` does not call
+    ``super().__init__`` or whose ``process`` is a plain ``def``; at run time a
+    push that is not awaited, or an ``asyncio`` await (use ``await ctx.sleep(s)``),
+    stops the flow with an error naming the operator.
     """
 
     #: Most workers that may run this operator at once (ordered-multicore §6).

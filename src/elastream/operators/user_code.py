@@ -175,7 +175,8 @@ def note_fold_hint(exc: BaseException, who: str,
                      f"or initial=lambda: 0")
 
 
-def explain_step_failure(exc: BaseException, who: str, record: Any, result: Any) -> TypeError | None:
+def explain_step_failure(exc: BaseException, who: str, record: Any, result: Any,
+                         step: Any = None) -> TypeError | None:
     """When a step loop failed on ``record``: the TypeError stating the step's contract if ``result`` (what the
     step last returned) has the wrong shape (raise it ``from None``); else None, ``exc`` now noted (re-raise it).
 
@@ -187,7 +188,14 @@ def explain_step_failure(exc: BaseException, who: str, record: Any, result: Any)
         note_failed_record(exc, who, record)
         return None
     return TypeError(f"{who}: step must return (new_state, outputs), outputs an iterable of tuples to emit "
-                     f"(e.g. (state + x, [x]) or (state, ())); {problem} — on the record {shorten(record)}")
+                     f"(e.g. (state + x, [x]) or (state, ())); {problem} — on the record {shorten(record)}"
+                     f"{_defined_at(step)}")
+
+
+def _defined_at(fn: Any) -> str:
+    """`` (step defined at file:line)`` for a Python function, else nothing: where to fix a step's contract."""
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__func__", None), "__code__", None)
+    return f" (step defined at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
 
 
 # -- coroutine operators ---------------------------------------------------------------------------------------

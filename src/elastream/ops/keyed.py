@@ -123,7 +123,7 @@ class KeyedProcess(FunctionOperator):
                         raise refuse_text_outputs(self.describe(), x, emitted)
                     out.extend(emitted)
         except Exception as exc:
-            contract = explain_step_failure(exc, self.describe(), x, r)
+            contract = explain_step_failure(exc, self.describe(), x, r, self.step)
             if contract is None:
                 raise
             raise contract from None
@@ -143,7 +143,7 @@ class KeyedProcess(FunctionOperator):
                     raise refuse_text_outputs(self.describe(), x, emitted)
                 out.append(emitted)
         except Exception as exc:
-            contract = explain_step_failure(exc, self.describe(), x, r)
+            contract = explain_step_failure(exc, self.describe(), x, r, self.step)
             if contract is None:
                 raise
             raise contract from None
@@ -308,7 +308,7 @@ class StatefulProcess(FunctionOperator):
                     out.extend(emitted)
         except Exception as exc:
             self.state = s  # the records before the failing one were folded in
-            contract = explain_step_failure(exc, self.describe(), x, r)
+            contract = explain_step_failure(exc, self.describe(), x, r, self.step)
             if contract is None:
                 raise
             raise contract from None

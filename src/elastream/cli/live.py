@@ -72,7 +72,7 @@ class LiveView:
         """``handle``: a RunHandle. ``total``: the tuples the sources will emit, when known (shows progress).
 
         ``levels``: the flow's levels, or a function returning them; by default the latest entry of the
-        handle's elastic timeline (``handle.timeline``), when it has one.
+        handle's elastic timeline (``handle.elastic_timeline``), when it has one.
         """
         if refresh_s <= 0:
             raise ValueError(f"refresh_s must be positive, got {refresh_s}")
@@ -190,8 +190,8 @@ class LiveView:
 
 
 def _timeline_of(handle: Any) -> Timeline | None:
-    # Only an elastic run's handle has a Timeline; the threads backend's ``timeline`` is a plain list.
-    timeline = getattr(handle, "timeline", None)
+    # Only an elastic run's handle has a Timeline; the backends' ``timeline`` is a plain list of decisions.
+    timeline = getattr(handle, "elastic_timeline", None)
     return timeline if isinstance(timeline, Timeline) else None
 
 

@@ -42,8 +42,11 @@ class ElasticRunHandle:
         return getattr(self.inner, name)  # stats, states, finished, operator, part_stats, ...
 
     @property
-    def timeline(self):
-        """Every period's levels, throughput and decisions so far (a Timeline)."""
+    def elastic_timeline(self):
+        """Every period's levels, throughput and decisions so far (a Timeline; ``result.timeline`` at the end).
+
+        ``handle.timeline`` stays the backend's list of every submitted decision as applied.
+        """
         return self.loop.timeline
 
     def submit(self, decisions: Sequence[Decision]) -> list[Applied]:

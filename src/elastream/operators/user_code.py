@@ -55,6 +55,8 @@ _SHORT.maxlevel = 3
 #: What a step loop holds as the last result before any step returned.
 UNSET: Any = object()
 _RECORD_NOTE = " failed on the record "
+#: Types whose name is the factory a user meant when passing a value of it (``initial=0`` → ``initial=int``).
+_FACTORY_TYPES = frozenset({int, float, str, list, dict, tuple, set})
 
 
 def shorten(value: Any) -> str:
@@ -73,10 +75,9 @@ def check_factory(owner: str, name: str, value: Any) -> None:
     """
     if callable(value):
         return
-    hint = f"{name}=list" if isinstance(value, list) else f"{name}=dict" if isinstance(value, dict) else \
-        f"{name}={type(value).__name__}" if type(value) in (int, float, str, tuple, set) else f"{name}=dict"
+    factory = type(value).__name__ if type(value) in _FACTORY_TYPES else "dict"
     raise TypeError(f"{owner}: {name} must be a zero-argument factory that makes the initial value "
-                    f"(each key gets its own), got {shorten(value)}; write e.g. {hint} or "
+                    f"(each key gets its own), got {shorten(value)}; write e.g. {name}={factory} or "
                     f"{name}=lambda: {shorten(value)}")
 
 

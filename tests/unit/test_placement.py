@@ -338,7 +338,7 @@ def test_cli_loads_a_file_and_a_module(tmp_path, monkeypatch, capsys):
 
 @pytest.mark.parametrize("spec,message", [
     ("nonsense", "neither a built-in workload"),
-    ("no_such_module_xyz:build", "No module named"),
+    ("no_such_module_xyz:build", "no module 'no_such_module_xyz'"),
     ("elastream:nothing_here", "has no function 'nothing_here'"),
     ("/no/such/file.py:build", "no such file"),
 ])

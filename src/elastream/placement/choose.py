@@ -13,7 +13,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from elastream.errors import FlowValidationError
@@ -66,7 +66,7 @@ def _given_assignment(placement: Any, processes: int) -> dict[str, int] | None:
 
 
 def check_assignment(assignment: Mapping[str, Any], flow: Flow, processes: int) -> None:
-    """Raise FlowValidationError unless ``assignment`` puts every operator of ``flow`` on one of ``processes``.
+    """Raise FlowValidationError unless every key of ``assignment`` names an operator of ``flow`` and one of ``processes``.
 
     Keys may also name an operator's replicas, split or merge (``"sum#0"``, ``"sum#split"``); whether
     those are asked for is checked where the replicas are made. The message lists the valid names.
@@ -82,11 +82,20 @@ def check_assignment(assignment: Mapping[str, Any], flow: Flow, processes: int) 
         if not isinstance(process, int) or isinstance(process, bool) or not 0 <= process < processes:
             raise FlowValidationError(f"placement puts {key!r} on process {process!r}, but a run of {processes} "
                                       f"processes has processes 0..{processes - 1}", operator=key)
+
+
+def check_complete(assignment: Mapping[str, Any], flow: Flow, replicated: Collection[str] = ()) -> None:
+    """Raise FlowValidationError unless ``assignment`` places every operator of ``flow``.
+
+    An operator in ``replicated`` needs no entry of its own: its replicas, split and merge are placed
+    next to their neighbours unless pinned (a base plan for ``replicated_placement`` leaves them out).
+    """
     covered = {_operator_of(key, flow) for key in assignment}
-    missing = [name for name in flow.operators if name not in covered]
+    missing = [name for name in flow.operators if name not in covered and name not in replicated]
     if missing:
         raise FlowValidationError(f"placement gives no process to {', '.join(map(repr, missing))} of flow "
-                                  f"{flow.name!r}: name every operator {valid}", operator=missing[0])
+                                  f"{flow.name!r}: name every operator (its operators: "
+                                  f"{', '.join(sorted(flow.operators))})", operator=missing[0])
 
 
 def _operator_of(key: str, flow: Flow) -> str | None:

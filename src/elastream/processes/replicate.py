@@ -35,6 +35,7 @@ from typing import Any
 
 from elastream.errors import FlowValidationError
 from elastream.graph.flow import Flow
+from elastream.placement.choose import check_complete
 from elastream.ordered.replica import replicable_kind
 from elastream.ordered.replicate import (SEP, check_ends_linked, check_replicable, max_replicas, merge_name,
                                          parse_replica_name, replica_name, replicate_flow, split_name)
@@ -85,6 +86,7 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     for name, count in counts.items():
         check_replicable(flow, name, count)
     check_pinned(flow, assignment, counts)
+    check_complete(assignment, flow, replicated=counts)
     if not counts:
         return flow, dict(assignment)
     full = {name: p for name, p in assignment.items() if name not in counts}

@@ -1,8 +1,9 @@
 """The flows of ``elastream bench elastic``: load phases, a phased Busy operator, a recording sink, the shapes.
 
 The load changes by a *time-based schedule at the source*: :class:`PhasedSource`
-emits ``(seq, phase)`` tuples, the phase being the index of the schedule slot
-the source's clock is in when it makes the tuple's batch. :class:`PhasedBusy`
+emits ``(seq, phase, emitted)`` tuples, the phase being the index of the schedule
+slot the source's clock is in when it makes the tuple's batch, ``emitted`` that
+instant. :class:`PhasedBusy`
 then spends the cost its ``costs[phase]`` says on each tuple. The phase rides
 with the tuple, so every copy of the operator (threads, replicas, worker
 processes) agrees on a tuple's cost without sharing a clock, and a tuple's
@@ -10,8 +11,9 @@ cost never depends on when or where it is processed.
 
 :class:`PhaseSink` records every tuple's ``seq`` and ``phase`` and the arrival
 instant of each batch (``perf_counter``, which is CLOCK_MONOTONIC on Linux and so
-comparable across the run's processes), which is all the measurement needs:
-per-phase windows, steady-state throughput and the output check.
+comparable across the run's processes), and the last instant the source
+emitted at, which is all the measurement needs: per-phase windows, steady-state
+throughput while the source still runs, and the output check.
 
 Example::
 
@@ -41,7 +43,7 @@ SOURCE = "src"
 
 
 class PhasedSource(SourceOperator):
-    """Emit ``(seq, phase)`` as fast as back-pressure allows for ``phases × phase_s`` seconds.
+    """Emit ``(seq, phase, emitted)`` as fast as back-pressure allows for ``phases × phase_s`` seconds.
 
     The phase is the index of the ``phase_s``-long slot the source's clock (started
     when it opens) is in when it makes a batch.
@@ -61,19 +63,20 @@ class PhasedSource(SourceOperator):
         self._t0 = perf_counter()
 
     def next_batch(self, max_items: int) -> list | None:
-        phase = int((perf_counter() - self._t0) / self.phase_s)
+        now = perf_counter()
+        phase = int((now - self._t0) / self.phase_s)
         if phase >= self.phases:
             return None
         start = self._next
         self._next = start + max_items
-        return [(seq, phase) for seq in range(start, self._next)]
+        return [(seq, phase, now) for seq in range(start, self._next)]
 
     def describe(self) -> str:
         return f"PhasedSource({self.phases} × {self.phase_s:g} s)"
 
 
 class PhasedBusy(FunctionOperator):
-    """Spend ``costs[phase]`` microseconds on each ``(seq, phase)`` tuple and forward it unchanged.
+    """Spend ``costs[phase]`` microseconds on each ``(seq, phase, emitted)`` tuple and forward it unchanged.
 
     ``gil="hold"`` spins in pure Python; ``gil="release"`` hashes a buffer sized to the
     cost with hashlib, which releases the GIL (as ``es.ops.Busy`` does).
@@ -120,6 +123,8 @@ class PhaseRecord:
     phases: array = field(default_factory=lambda: array("b"))
     batches: list[tuple[float, int]] = field(default_factory=list)
     """(arrival perf_counter, tuples) per batch, in arrival order."""
+    source_end: float = 0.0
+    """The latest instant the source emitted a tuple at (what arrives after it is the backlog draining)."""
 
     @property
     def count(self) -> int:
@@ -127,7 +132,7 @@ class PhaseRecord:
 
 
 class PhaseSink(FunctionOperator):
-    """Record each arriving tuple's ``seq`` and ``phase`` and each batch's arrival instant."""
+    """Record each arriving tuple's ``seq`` and ``phase``, each batch's arrival and the source's latest emission."""
 
     kind = "sink"
 
@@ -143,6 +148,7 @@ class PhaseSink(FunctionOperator):
         r.batches.append((perf_counter(), len(items)))
         r.seqs.extend([item[0] for item in items])
         r.phases.extend([item[1] for item in items])
+        r.source_end = max(r.source_end, max(item[2] for item in items))
 
     def result(self) -> PhaseRecord:
         return self.record

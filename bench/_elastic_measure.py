@@ -7,7 +7,10 @@ its timeline entries — and returns plain numbers; nothing here runs a flow.
 Definitions (the report prints them too):
 
 * a load phase's *window* at the sink runs from the arrival of its first tuple
-  to the arrival of the next phase's first tuple (the last phase: to its last tuple);
+  to the arrival of the next phase's first tuple (the last phase: to its last tuple),
+  cut where the source stopped: what arrives after that is a backlog draining with
+  the source's share of the CPU free, which no steady state would see (a run that
+  buffers much, e.g. over rings, otherwise scores its last phase too high);
 * *converged* (elastic runs): the first period of the phase from which the levels sit
   at the phase's steady level — the most common level of the phase's second half — and
   change at most once per full 10 periods from there to the phase's end; the periods to
@@ -61,7 +64,10 @@ def phase_arrivals(record: PhaseRecord) -> dict[int, list[tuple[float, int]]]:
 
 
 def phase_windows(record: PhaseRecord) -> list[PhaseWindow]:
-    """The load phases' windows at the sink, in phase order (phases that delivered nothing are left out)."""
+    """The load phases' windows at the sink, in phase order, cut at the source's end.
+
+    Phases that delivered nothing before the source stopped are left out.
+    """
     arrivals = phase_arrivals(record)
     order = sorted(arrivals)
     windows = []
@@ -69,8 +75,15 @@ def phase_windows(record: PhaseRecord) -> list[PhaseWindow]:
         batches = arrivals[phase]
         begin = batches[0][0]
         end = arrivals[order[i + 1]][0][0] if i + 1 < len(order) else batches[-1][0]
-        windows.append(PhaseWindow(phase, begin, max(end, begin), sum(n for _, n in batches)))
+        end = min(end, record.source_end)
+        if end > begin:
+            windows.append(PhaseWindow(phase, begin, end, sum(n for t, n in batches if t <= end)))
     return windows
+
+
+def drain_s(record: PhaseRecord) -> float:
+    """Seconds the sink still received tuples after the source stopped (the backlog left at the end)."""
+    return max(0.0, record.batches[-1][0] - record.source_end) if record.batches else 0.0
 
 
 def steady_rate(record: PhaseRecord, window: PhaseWindow, skip_s: float,

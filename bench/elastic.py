@@ -34,7 +34,7 @@ from rich.table import Table
 import elastream as es
 from elastream.bench._common import fmt, machine
 from elastream.bench._elastic_flows import SHAPES, SINK, SOURCE, Shape
-from elastream.bench._elastic_measure import (check_output, convergence, entries_by_phase, max_or_none,
+from elastream.bench._elastic_measure import (check_output, convergence, drain_s, entries_by_phase, max_or_none,
                                               median_or_none, phase_arrivals, phase_windows, steady_rate)
 from elastream.elastic import register_controller
 from elastream.elastic.utilization import UtilizationController
@@ -125,6 +125,7 @@ def run_one(shape: Shape, gil: str, config: Config, phase_s: float) -> dict[str,
     record = result.outputs[SINK]
     source = result.stats.operators.get(SOURCE)
     row: dict[str, Any] = {"config": config.label, "wall_s": ended - began, "tuples": record.count,
+                           "drain_after_source_s": drain_s(record),
                            "check": check_output(record, source.tuples_out if source else None, shape.ordered)}
     row["phases"] = measure_phases(record, result, ended, phase_s, elastic=config.elastic)
     row["_timeline"] = result.timeline

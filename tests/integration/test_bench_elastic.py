@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from elastream.bench._elastic_flows import PhaseRecord
-from elastream.bench._elastic_measure import check_output, convergence, phase_windows, steady_rate
+from elastream.bench._elastic_measure import check_output, convergence, drain_s, phase_windows, steady_rate
 from elastream.cli.main import main
 from elastream.runtime.decisions import Levels
 
@@ -48,8 +48,9 @@ def test_bench_elastic_json_checks_outputs_and_writes_png_and_timeline(tmp_path,
     assert list(saved) == ["cstream-fig9/hold/elastic"] and saved["cstream-fig9/hold/elastic"]["entries"]
 
 
-def _record(seqs: list[int], phases: list[int], batches: list[tuple[float, int]]) -> PhaseRecord:
-    return PhaseRecord(array("q", seqs), array("b", phases), batches)
+def _record(seqs: list[int], phases: list[int], batches: list[tuple[float, int]],
+            source_end: float = 99.0) -> PhaseRecord:
+    return PhaseRecord(array("q", seqs), array("b", phases), batches, source_end)
 
 
 def test_check_output_names_a_lost_tuple_and_an_order_break():
@@ -71,6 +72,17 @@ def test_phase_windows_and_steady_rate_per_phase():
     assert (w1.phase, w1.tuples) == (1, 100) and w1.end == pytest.approx(2.0)
     rate, span = steady_rate(record, w1, skip_s=0.45)
     assert span == pytest.approx(0.45) and rate == pytest.approx(50 / 0.45)  # batches at 1.6 … 2.0
+
+
+def test_phase_windows_end_where_the_source_stopped():
+    # the source stopped at t=1.5: phase 1's later arrivals are a backlog draining, not steady state
+    batches = [(0.1 * i, 10) for i in range(10)] + [(1.0 + 0.1 * i, 10) for i in range(1, 11)]
+    record = _record(list(range(200)), [0] * 100 + [1] * 100, batches, source_end=1.5)
+    w0, w1 = phase_windows(record)
+    assert w0.end == pytest.approx(1.1) and w1.end == 1.5 and w1.tuples == 50  # arrivals at 1.1 … 1.5
+    assert drain_s(record) == pytest.approx(0.5)
+    late = _record(list(range(20)), [0] * 10 + [1] * 10, [(0.5, 10), (2.0, 10)], source_end=1.0)
+    assert [w.phase for w in phase_windows(late)] == [0]  # phase 1 arrived only after the source stopped
 
 
 def _entry(threads: int) -> SimpleNamespace:

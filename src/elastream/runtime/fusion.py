@@ -8,9 +8,10 @@ input. :func:`~elastream.runtime.compile.compile_flow` then gives each chain
 one task whose operator is a :class:`FusedChain`, so a tuple pays one buffer
 hop for the whole chain instead of one per operator. Per batch the chain runs
 its steps (:func:`plan_steps`, made once when it opens, never per tuple) over
-the whole list: each run of two or more Maps is one generated function
-calling their functions on each tuple in turn (:class:`_Composed`, as a hand
-unrolled loop would), every other member its own ``on_batch``.
+the whole list: each run of two or more Maps is one generated list
+comprehension calling their functions on each tuple in turn
+(:class:`_Composed`, as a hand-unrolled loop would), every other member its
+own ``on_batch``.
 
 What stays per operator:
 
@@ -23,7 +24,8 @@ What stays per operator:
 * errors: the member that raised is recorded in :attr:`FusedChain.failed_member`,
   which the scheduler names instead of the chain, with the member's traceback
   (in a composed call, the line that raised tells the member, and the error
-  gets the note the member's own ``on_batch`` would add, naming its record);
+  gets the note the member's own ``on_batch`` would add, naming its record:
+  the members before it are called once more on that one record to find it);
 * end of stream: members' ``on_inputs_closed`` run in order, each one's final
   outputs going through the members after it;
 * each member opens with a context of its own name (its logger, its
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import os
 import threading
+import types
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -133,41 +136,59 @@ SAMPLE_EVERY = 64
 
 
 class _Composed:
-    """Consecutive Map members called as one generated function per tuple (made once, when the chain opens).
+    """Consecutive Map members called as one generated list comprehension (made once, when the chain opens).
 
-    ``run(items, port)`` calls the members' functions on each item in turn, one
-    statement per member, so a failure's line in ``code`` tells which member
-    raised (``member_of_line``) and the frame's ``x`` is the record it got.
+    ``run(items, port)`` is ``[fk(...f1(f0(x))) for x in items]`` with each call on
+    a line of its own, so the line a failure was raised from in the comprehension
+    (``code``) tells which member raised (``member_of_line``).
     """
 
-    __slots__ = ("run", "code", "member_of_line")
+    __slots__ = ("run", "code", "member_of_line", "fns")
 
     def __init__(self, fns: Sequence[Callable[[Any], Any]], label: str):
-        names = [f"f{i}" for i in range(len(fns))]
+        n = len(fns)
+        names = [f"f{i}" for i in range(n)]
         head = [f"def make({', '.join(names)}):",
-                f"    def run(items, port, {', '.join(f'{n}={n}' for n in names)}):",  # defaults: fast locals
-                "        out = []",
-                "        append = out.append",
-                "        for x in items:"]
-        first_line = len(head) + 1
-        body = [f"            x = {n}(x)" for n in names]
-        tail = ["            append(x)", "        return out", "    return run"]
+                f"    def run(items, port, {', '.join(f'{f}={f}' for f in names)}):",
+                "        return ["]
+        calls = [f"            {names[i]}(" for i in range(n - 1, 0, -1)] + ["            f0(x" + ")" * n]
+        tail = ["            for x in items]", "    return run"]
         scope: dict[str, Any] = {}
-        # Named inside the package, so error reports leave this frame out as they do the engine's own.
+        # Named inside the package, so error reports leave these frames out as they do the engine's own.
         filename = os.path.join(os.path.dirname(__file__), f"<fused {label}>")
-        exec(compile("\n".join(head + body + tail) + "\n", filename, "exec"), scope)  # noqa: S102
+        exec(compile("\n".join(head + calls + tail) + "\n", filename, "exec"), scope)  # noqa: S102
+        self.fns = tuple(fns)
         self.run: Callable[[list, int], list] = scope["make"](*fns)
-        self.code = self.run.__code__
-        self.member_of_line = {first_line + i: i for i in range(len(fns))}
+        self.code = next(c for c in self.run.__code__.co_consts if isinstance(c, types.CodeType))
+        last_line = len(head) + 1                 # the outermost call: the last member's
+        self.member_of_line = {last_line + (n - 1 - i): i for i in range(n)}
 
     def failure(self, exc: BaseException) -> tuple[int | None, Any]:
-        """(member index within the run, the record it got) of an exception raised inside ``run``."""
+        """(member index within the run, the record it got) of an exception raised inside ``run``.
+
+        The comprehension holds only the run's input record, so the members before
+        the failing one are called once more on that one record to find what it got
+        (``_NO_RECORD`` if that fails in turn).
+        """
         tb = exc.__traceback__
         while tb is not None and tb.tb_frame.f_code is not self.code:
             tb = tb.tb_next
         if tb is None:
-            return None, None
-        return self.member_of_line.get(tb.tb_lineno), tb.tb_frame.f_locals.get("x")
+            return None, _NO_RECORD
+        member = self.member_of_line.get(tb.tb_lineno)
+        record = tb.tb_frame.f_locals.get("x", _NO_RECORD)
+        if member is None or record is _NO_RECORD:
+            return member, _NO_RECORD
+        try:
+            for fn in self.fns[:member]:
+                record = fn(record)
+        except Exception:  # noqa: BLE001 - the member is known; only its record is not
+            return member, _NO_RECORD
+        return member, record
+
+
+#: The record a composed member failed on could not be told.
+_NO_RECORD: Any = object()
 
 
 def composable(spec: OperatorSpec) -> bool:
@@ -191,6 +212,10 @@ def plan_steps(specs: Sequence[OperatorSpec]) -> list[tuple[int, int]]:
             steps.append((i, 1))
             i += 1
     return steps
+
+
+#: What a pickled chain leaves behind (made again by ``__setstate__``).
+_UNPICKLED = frozenset({"views", "_contexts", "_stages", "_steps", "_lock", "_now"})
 
 
 class FusedChain(FunctionOperator):
@@ -244,11 +269,33 @@ class FusedChain(FunctionOperator):
         return " → ".join(op.describe() for op in self.members)
 
     # -- life cycle ------------------------------------------------------------------------------
+    def instantiate(self) -> FusedChain:
+        """A run's own chain over the run's own member instances (a replicated chain: one per replica)."""
+        chain = FusedChain(self.names, [op.instantiate() for op in self.members], self._specs)
+        chain.failed_member = None
+        return chain
+
+    def __getstate__(self) -> dict:
+        # A chain replicated into a worker process (elastic.units) crosses as its members; the lock, the
+        # task views and the bound stages are made again there.
+        state = {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self.__dict__.update(views=(), _contexts=(), _stages=(), _steps=(), _lock=threading.Lock())
+
     def open(self, ctx: Any) -> None:
-        """Open every member in order with its own context, on the chain's clock; bind the stages once."""
+        """Open every member in order with its own context, on the chain's clock; bind the stages once.
+
+        A chain that no task bound (one replicated as a unit behind an ordered split) opens its
+        members with the context it is given.
+        """
         self._now = ctx.clock.now
-        for i, (op, member_ctx) in enumerate(zip(self.members, self._contexts)):
-            member_ctx.use_clock(ctx.clock)
+        contexts = self._contexts or (ctx,) * len(self.members)
+        for i, (op, member_ctx) in enumerate(zip(self.members, contexts)):
+            if member_ctx is not ctx:
+                member_ctx.use_clock(ctx.clock)
             self._opened = i + 1  # close() reaches a member whose open raised half-way, as for a task
             try:
                 op.open(member_ctx)
@@ -393,7 +440,7 @@ class FusedChain(FunctionOperator):
         offset, record = composed.failure(exc)
         member = first + (offset or 0)
         self._fail(member)
-        if offset is not None and isinstance(exc, Exception):
+        if record is not _NO_RECORD and isinstance(exc, Exception):
             note_failed_record(exc, self.members[member].describe(), record)
 
     def on_inputs_closed(self) -> list | None:

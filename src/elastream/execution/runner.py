@@ -15,6 +15,7 @@ Threading: ``run`` / ``start`` are called from the user's thread.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from elastream.elastic.config import elastic_from
@@ -95,11 +96,26 @@ class Runner:
         from elastream.execution.backends import BACKENDS
 
         flow.validate()
-        handle = BACKENDS[self.config.backend_name](flow, self.config)
-        if self.elastic is None or self.config.backend_name == "spark":
+        run_flow, config = self._elastic_units(flow)
+        handle = BACKENDS[config.backend_name](run_flow, config)
+        if self.elastic is None or config.backend_name == "spark":
             return handle
         return start_elastic(handle, self.elastic, threads=self.config.threads, processes=self.config.processes,
                              fixed=self.fixed)
+
+    def _elastic_units(self, flow: Flow) -> tuple[Flow, RunConfig]:
+        """The flow and config to run: with processes and nothing else given, an elastic run holds one
+        replica per process ready for each replication unit (:mod:`elastream.elastic.units`)."""
+        config = self.config
+        if (self.elastic is None or config.backend_name != "processes" or config.replicas is not None
+                or not (isinstance(config.placement, str) and config.placement == "auto")):
+            return flow, config
+        from elastream.elastic.units import replication_units
+
+        unit_flow, counts = replication_units(flow, config.processes)
+        if not counts:
+            return flow, config
+        return unit_flow, dataclasses.replace(config, replicas=counts)
 
     def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
         """Run ``flow`` to completion and return its result.

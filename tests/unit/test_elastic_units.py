@@ -1,0 +1,55 @@
+"""Replication units of an elastic multi-process run: chains fused into one unit, one replica per process."""
+
+from __future__ import annotations
+
+import cloudpickle
+
+import elastream as es
+from elastream.elastic.units import fuse_chains, replication_units
+from elastream.runtime.fusion import FusedChain
+
+
+def inc(x):
+    return x + 1
+
+
+def pipeline(n=2000, keyed=True):
+    flow = es.Flow("units")
+    s = flow.source(range(n), name="src").map(inc, name="a").filter(lambda x: x % 3, name="b").map(inc, name="c")
+    if keyed:
+        s = s.key_by(lambda x: x % 7).reduce(lambda acc, x: acc + x, initial=int, name="sum")
+    s.sink(es.ops.Collect(), name="out")
+    return flow
+
+
+def test_a_chain_becomes_one_operator_named_after_its_members():
+    fused = fuse_chains(pipeline())
+    assert list(fused.operators) == ["src", "a+b+c", "sum", "out"]
+    assert isinstance(fused["a+b+c"].operator, FusedChain)
+    assert [(c.src, c.dst) for c in fused.connections] == [("src", "a+b+c"), ("a+b+c", "sum"), ("sum", "out")]
+
+
+def test_every_replicable_unit_gets_one_replica_per_process():
+    _, counts = replication_units(pipeline(), 2)
+    assert counts == {"a+b+c": 2, "sum": 2}
+    assert replication_units(pipeline(), 1)[1] == {}
+
+
+def test_a_chain_crosses_to_a_worker_and_gets_its_own_members_per_replica():
+    chain = fuse_chains(pipeline())["a+b+c"].operator
+    copy = cloudpickle.loads(cloudpickle.dumps(chain))
+    assert copy.names == ("a", "b", "c")
+    one, two = chain.instantiate(), chain.instantiate()
+    assert all(x is not y for x, y in zip(one.members, two.members))
+
+
+def test_runner_with_processes_runs_the_units_and_gives_the_sequential_output():
+    expected = es.Runner(threads=1, elastic=False).run(pipeline(), timeout=60).outputs["out"]
+    result = es.Runner(processes=2).run(pipeline(), timeout=120)
+    assert result.outputs["out"] == expected
+    assert {"a+b+c#0", "a+b+c#1", "sum#0", "sum#1"} <= set(result.stats.operators)
+
+
+def test_a_user_placement_or_replicas_keep_the_flow_as_written():
+    result = es.Runner(processes=2, replicas={"sum": 2}).run(pipeline(), timeout=120)
+    assert "a" in result.stats.operators and "a+b+c#0" not in result.stats.operators

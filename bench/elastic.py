@@ -23,7 +23,7 @@ import argparse
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter
 from typing import Any
@@ -55,7 +55,6 @@ class Config:
     fuse: bool = True
     replicas: bool = False
     controller: str = "auto"
-    meta: dict[str, Any] = field(default_factory=dict)
 
     def runner(self, shape: Shape) -> es.Runner:
         """The Runner for this configuration."""

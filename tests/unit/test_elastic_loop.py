@@ -115,3 +115,42 @@ def test_the_loop_thread_ends_with_a_failed_run():
     while any(t.name == "elastream-elastic" for t in threading.enumerate()) and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not [t for t in threading.enumerate() if t.name == "elastream-elastic"]
+
+
+UNGUARDED = '''
+import time
+
+import elastream as es
+from elastream.elastic import register_controller
+from elastream.runtime.decisions import SetProcesses
+
+
+class AlwaysMore:
+    name = "always-more"
+
+    def decide(self, period, levels, machine):
+        return [SetProcesses(levels.processes + 1, reason="wants more")]
+
+
+register_controller("always-more", AlwaysMore)
+flow = es.Flow("unguarded")
+flow.source(range(3000)).map(lambda x: time.sleep(0.0002) or x * 2).sink(es.ops.Collect(), name="out")
+result = es.Runner(elastic=es.Elastic(controller="always-more", period_s=0.02)).run(flow)
+print("periods", len(result.timeline.entries))
+print("outputs ok", result.outputs["out"] == [x * 2 for x in range(3000)])
+'''
+
+
+def test_an_unguarded_script_runs_in_one_process_and_says_once_how_to_allow_processes(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "outputs ok True" in done.stdout
+    periods = int(done.stdout.split("periods ")[1].split()[0])
+    assert periods >= 3, done.stdout  # the controller asked for more processes at least twice
+    assert done.stderr.count('if __name__ == "__main__":') == 1
+    assert "would run faster on more processes" in done.stderr

@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -45,6 +46,8 @@ class Fixed:
 
     threads: bool = False
     processes: bool = False
+    processes_hint: str | None = None
+    """Why the run cannot add processes although the caller left them free (said once, when wanted)."""
 
 
 class ElasticLoop:
@@ -61,6 +64,7 @@ class ElasticLoop:
         self._machine = machine
         self._before: FlowStats | None = None
         self._unapplied: set[Decision] = set()
+        self._said: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
@@ -120,8 +124,19 @@ class ElasticLoop:
                 return False
             return decision.threads != self.levels.threads[decision.process]
         if isinstance(decision, SetProcesses):
-            return not self.fixed.processes and decision.count != self.levels.processes
+            if self.fixed.processes or decision.count == self.levels.processes:
+                return False
+            if self.fixed.processes_hint is not None and decision.count > self.levels.processes:
+                self._say_once(self.fixed.processes_hint)
+                return False
+            return True
         return True
+
+    def _say_once(self, line: str) -> None:
+        """Print ``line`` on stderr the first time only (a hint must not repeat every period)."""
+        if line not in self._said:
+            self._said.add(line)
+            print(f"elastream: {line}", file=sys.stderr)
 
     def _apply(self, decisions: list[Decision], at_s: float) -> tuple[list[Applied], float | None]:
         """Submit the decisions that change something; the pause is how long applying them held the run.

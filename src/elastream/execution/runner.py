@@ -100,8 +100,18 @@ class Runner:
         handle = BACKENDS[config.backend_name](run_flow, config)
         if self.elastic is None or config.backend_name == "spark":
             return handle
-        return start_elastic(handle, self.elastic, threads=self.config.threads, processes=self.config.processes,
-                             fixed=self.fixed)
+        return start_elastic(handle, self.elastic, threads=config.threads, processes=config.processes,
+                             fixed=self._fixed_levels())
+
+    def _fixed_levels(self) -> Fixed:
+        """What the elastic loop may not change; read here, on the caller's thread, where the main
+        script's frame shows whether worker processes could re-import it safely."""
+        from elastream.processes.main_guard import MAIN_GUARD_HINT, main_is_guarded
+
+        if self.fixed.processes or main_is_guarded():
+            return self.fixed
+        return dataclasses.replace(self.fixed, processes_hint=f"this flow would run faster on more processes; "
+                                                              f"{MAIN_GUARD_HINT}")
 
     def _elastic_units(self, flow: Flow) -> tuple[Flow, RunConfig]:
         """The flow and config to run: with processes and nothing else given, an elastic run holds one

@@ -13,7 +13,7 @@ import pytest
 import elastream as es
 from elastream.operators.base import FunctionOperator
 from elastream.runtime.compile import compile_flow
-from elastream.runtime.fusion import SAMPLE_EVERY, FusedChain, plan_steps
+from elastream.runtime.fusion import SAMPLE_EVERY, FusedChain, chain_spec, plan_steps
 
 
 def runner(threads: int, fuse: bool, **kw) -> es.Runner:
@@ -192,3 +192,10 @@ def test_worker_processes_fuse_their_own_parts():
         es.Runner(processes=2, elastic=False, placement=placement, batch_size=16).run(composed_flow(n, 700),
                                                                                        timeout=60)
     assert info.value.operator == "b"
+
+
+def test_a_chains_declared_cost_is_per_input_tuple():
+    specs = [es.ops.Busy(10.0, selectivity=0.5).spec(), es.ops.Busy(4.0, selectivity=2.0).spec()]
+    spec = chain_spec(specs)
+    assert spec.cost_us == pytest.approx(10.0 + 4.0 * 0.5) and spec.selectivity == pytest.approx(1.0)
+    assert spec.max_workers == 1 and chain_spec([es.ops.Map(abs).spec(), es.ops.Busy().spec()]).cost_us is None

@@ -63,7 +63,11 @@ def fusable(op: Operator, spec: OperatorSpec) -> bool:
 
 
 def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str, Operator]) -> list[tuple[str, ...]]:
-    """The maximal chains (two operators or more) that may run as one task, each in flow order; chains in flow order."""
+    """The maximal chains (two operators or more) that may run as one task, each in flow order; chains in flow order.
+
+    Example: for ``src → a(map) → b(filter) → k(keyed) → c(map) → d(map) → out`` the chains are
+    ``[("a", "b"), ("c", "d")]``.
+    """
     outs: dict[str, int] = {}
     ins: dict[str, int] = {}
     for c in flow.connections:
@@ -87,20 +91,22 @@ def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str,
 
 
 def chain_spec(specs: Sequence[OperatorSpec]) -> OperatorSpec:
-    """The spec of a chain of ``specs``: stateless, one in, one out; workers bounded by its tightest member."""
-    costs = [s.cost_us for s in specs]
-    selectivities = [s.selectivity for s in specs]
-    selectivity = None
-    if all(s is not None for s in selectivities):
-        selectivity = 1.0
-        for s in selectivities:
-            selectivity *= s  # type: ignore[operator]
+    """The spec of a chain of ``specs``: stateless, one in, one out; workers bounded by its tightest member.
+
+    Its declared cost is per input tuple of the chain: each member's cost weighted by
+    the selectivity of the members before it (1 where undeclared); None if any is unknown.
+    """
+    cost: float | None = 0.0
+    selectivity: float | None = 1.0
+    for s in specs:
+        reach = selectivity if selectivity is not None else 1.0
+        cost = None if cost is None or s.cost_us is None else cost + s.cost_us * reach
+        selectivity = None if selectivity is None or s.selectivity is None else selectivity * s.selectivity
     return OperatorSpec(
         kind=Kind.STATELESS, inputs=1, outputs=1, driver=Driver.BATCH,
         max_workers=min(s.max_workers for s in specs), one_to_one=all(s.one_to_one for s in specs),
         input_capacity=specs[0].input_capacity, output_capacity=specs[-1].output_capacity,
-        cost_us=sum(costs) if all(c is not None for c in costs) else None,  # type: ignore[arg-type]
-        selectivity=selectivity)
+        cost_us=cost, selectivity=selectivity)
 
 
 def fused_name(names: Sequence[str]) -> str:

@@ -100,7 +100,7 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
     flow.validate()
     instances = {name: handle.operator.instantiate() for name, handle in flow.operators.items()}
     specs = {name: op.spec() for name, op in instances.items()}
-    chains = find_chains(flow, specs, instances) if fuse else []
+    chains = find_chains(flow, specs, instances, threads) if fuse else []
     chain_of = {name: chain for chain in chains for name in chain}
     tasks: dict[str, Task] = {}       # by task name
     task_of: dict[str, Task] = {}     # by operator name (every member of a chain maps to its task)

@@ -32,9 +32,11 @@ What stays per operator:
   malformed-record count), the chain's scheduler and deadline behind it.
 
 Threading: a fused chain is stateless, so under dynamic allotment (threads > 1)
-several workers may run one chain at once like one stateless operator (its
-worker bound is the smallest of its members'); the counters are then updated
-under a small lock, once per batch, and read under it by :meth:`FusedChain.counters`.
+several workers may run one chain at once like one stateless operator; on
+several threads only members that allow several workers fuse (an operator
+bound to one worker stays a task of its own, which its neighbours can run
+beside). The counters are updated under a small lock, once per batch, and read
+under it by :meth:`FusedChain.counters`.
 """
 
 from __future__ import annotations
@@ -62,8 +64,13 @@ def fusable(op: Operator, spec: OperatorSpec) -> bool:
             and spec.reports_as is None and not op.control_inputs and not op.required_outputs())
 
 
-def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str, Operator]) -> list[tuple[str, ...]]:
+def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str, Operator],
+                threads: int = 1) -> list[tuple[str, ...]]:
     """The maximal chains (two operators or more) that may run as one task, each in flow order; chains in flow order.
+
+    With ``threads > 1`` only members that several workers may run at once fuse: a chain
+    of them is shared like one stateless operator, while fusing an operator bound to one
+    worker would take from its neighbours the worker they could run on beside it.
 
     Example: for ``src → a(map) → b(filter) → k(keyed) → c(map) → d(map) → out`` the chains are
     ``[("a", "b"), ("c", "d")]``.
@@ -73,7 +80,8 @@ def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str,
     for c in flow.connections:
         outs[c.src] = outs.get(c.src, 0) + 1
         ins[c.dst] = ins.get(c.dst, 0) + 1
-    ok = {name for name, op in instances.items() if fusable(op, specs[name])}
+    ok = {name for name, op in instances.items()
+          if fusable(op, specs[name]) and (threads == 1 or specs[name].max_workers > 1)}
     following: dict[str, str] = {}
     for c in flow.connections:
         if (c.src in ok and c.dst in ok and c.src_port == 0 and c.dst_port == 0

@@ -199,3 +199,18 @@ def test_a_chains_declared_cost_is_per_input_tuple():
     spec = chain_spec(specs)
     assert spec.cost_us == pytest.approx(10.0 + 4.0 * 0.5) and spec.selectivity == pytest.approx(1.0)
     assert spec.max_workers == 1 and chain_spec([es.ops.Map(abs).spec(), es.ops.Busy().spec()]).cost_us is None
+
+
+def test_a_chain_the_flow_holds_as_one_operator_runs_and_reports_its_members():
+    """A FusedChain placed in a flow as one operator (as an elastic run's replication units are) acts as fused."""
+    members = [es.ops.Map(lambda x: x + 1), Tagged("!")]
+    flow = es.Flow("held")
+    src = flow.add(es.ops.FromIterable(range(3)), name="src")
+    unit = flow.add(FusedChain(["inc", "tag"], members, [m.spec() for m in members]), name="inc+tag")
+    src >> unit >> flow.add(es.ops.Collect(), name="out")
+    handle = runner(1, True).start(flow)
+    result = handle.wait(timeout=30)
+    assert result.outputs["out"] == ["1!", "2!", "3!", "end!"]
+    assert counts(result)["inc"] == (3, 3) and counts(result)["tag"] == (3, 4)
+    assert handle.operator("inc+tag").members[1].seen_name == "tag"   # each member opened under its own name
+    assert members[1].seen_name is None                                # the run worked on its own instances

@@ -108,10 +108,14 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
         chain = chain_of.get(name)
         if chain is not None and name != chain[0]:
             continue                  # a later member: its chain's task exists already
-        task = _make_chain_task(chain, instances, specs, i, batch_size=batch_size, threads=threads,
-                                reorder=reorder, partitioning=partitioning) if chain else \
-            make_task(name, instances[name], i, batch_size=batch_size, threads=threads, reorder=reorder,
-                      partitioning=partitioning, spec=specs[name])
+        if chain:
+            task = _make_chain_task(chain, instances, specs, i, batch_size=batch_size, threads=threads,
+                                    reorder=reorder, partitioning=partitioning)
+        else:
+            task = make_task(name, instances[name], i, batch_size=batch_size, threads=threads, reorder=reorder,
+                             partitioning=partitioning, spec=specs[name])
+            if isinstance(task.op, FusedChain):
+                task.op.bind(task)    # a chain the flow holds as one operator (elastic.units): members named too
         # An operator may need more input buffered than max_queue_size (an ordered split cuts whole batches).
         capacity = max(max_queue_size, task.spec.input_capacity)
         task.inputs = [PortBuffer(task, p, capacity, f"{name}.in_({p})") for p in range(task.op.n_inputs)]

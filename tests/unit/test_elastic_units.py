@@ -53,3 +53,20 @@ def test_runner_with_processes_runs_the_units_and_gives_the_sequential_output():
 def test_a_user_placement_or_replicas_keep_the_flow_as_written():
     result = es.Runner(processes=2, replicas={"sum": 2}).run(pipeline(), timeout=120)
     assert "a" in result.stats.operators and "a+b+c#0" not in result.stats.operators
+
+
+def fails_at_1500(x):
+    if x == 1500:
+        raise ValueError("bad record")
+    return x
+
+
+def test_a_failure_in_a_replicated_chain_names_the_member():
+    import pytest
+
+    flow = es.Flow("units-fail")
+    flow.source(range(3000), name="src").map(inc, name="a").map(fails_at_1500, name="b").sink(
+        es.ops.Collect(), name="out")
+    with pytest.raises(es.OperatorError) as info:
+        es.Runner(processes=2).run(flow, timeout=120)
+    assert info.value.operator == "b"

@@ -433,12 +433,16 @@ class Scheduler:
 
 
 def _named_failure(task: Task, outcome: Failed) -> tuple[str, Failed]:
-    """The operator a failure names: the member of a fused chain that raised (runtime.fusion), the user's
-    operator of a replica (the details say which replica), else the task's own."""
+    """The operator a failure names: the member of a fused chain that raised (runtime.fusion, also when
+    the chain is a replica's operator), the user's operator of a replica (the details say which
+    replica), else the task's own."""
     member = getattr(task.op, "failed_member", None)
     if member is not None:
         return member, outcome
     origin = task.spec.reports_as
+    member = getattr(getattr(task.op, "inner", None), "failed_member", None)  # a replica of a fused chain
+    if member is not None:
+        return member, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}")
     if origin is None:
         return task.name, outcome
     return origin, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}")

@@ -248,6 +248,9 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         bad = [r for r in shape["runs"] if "error" in r or r.get("check")]
         for r in bad:
             console.print(f"[red]{r['config']} (repeat {r['repeat'] + 1}): {r.get('error') or r['check']}[/red]")
+        for r in (r for r in shape["runs"] if r.get("drain_after_source_s", 0) > 1.0):
+            console.print(f"{r['config']} (repeat {r['repeat'] + 1}): the sink still received tuples "
+                          f"{r['drain_after_source_s']:.1f} s after the source stopped (a backlog; not counted)")
         for phase in shape["summary"]:
             for e in phase["elastic"]:
                 if e.get("not_applied"):

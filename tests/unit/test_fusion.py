@@ -144,7 +144,9 @@ def test_fuse_false_keeps_one_task_per_operator():
     assert compiled.fused == ()
     assert [t.name for t in compiled.tasks] == list(flow.operators)
     assert not any(isinstance(t.op, FusedChain) for t in compiled.tasks)
-    assert runner(1, False).start(mixed_flow()).fused == ()
+    handle = runner(1, False).start(mixed_flow())
+    handle.wait(timeout=30)  # a started run is always finished: it holds the GC threshold and threads
+    assert handle.fused == ()
 
 
 def test_only_legal_parts_of_a_chain_fuse():

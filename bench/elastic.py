@@ -10,7 +10,8 @@ For every shape the same invocation runs the elastic configurations (plain
 sweep's ``--processes``; for cstream-fig11 also the
 utilization controller with U_h 0.95 and 0.90) and a sweep of static ones
 (``threads × processes × fusion``, and replicas of the busy operators over two
-processes for the chains), interleaved (A B C … A B C …) and repeated; medians
+processes for the chains), interleaved and repeated in alternating order
+(A B C, C B A, …, so drifting machine load favours none); medians
 over repeats are reported. Per shape and phase: elastic ÷ best static throughput
 in steady state, the periods the elastic run took to converge, its level changes
 per 10 periods in steady state, the longest reconfiguration pause and the
@@ -158,7 +159,8 @@ def run_shape(shape: Shape, gil: str, args: argparse.Namespace, phase_s: float, 
     rows: list[dict[str, Any]] = []
     timelines: dict[str, Any] = {}
     for repeat in range(repeats):
-        for config in configs:
+        # Counterbalanced (A B C, C B A, …): a machine whose load drifts favours no configuration.
+        for config in configs if repeat % 2 == 0 else configs[::-1]:
             print(f"{shape.name}/{gil}: {config.label} (repeat {repeat + 1}/{repeats}) …", file=sys.stderr,
                   flush=True)
             row = run_one(shape, gil, config, phase_s)

@@ -70,3 +70,29 @@ def test_a_failure_in_a_replicated_chain_names_the_member():
     with pytest.raises(es.OperatorError) as info:
         es.Runner(processes=2).run(flow, timeout=120)
     assert info.value.operator == "b"
+
+
+def test_replicas_held_ready_can_be_sized_down_and_up_while_the_flow_runs():
+    import itertools
+    import time
+
+    from elastream.runtime.decisions import SetReplicas
+
+    flow = es.Flow("units-sized")
+    (flow.source(itertools.count(), name="src").map(inc, name="a").map(inc, name="b")
+         .filter(lambda x: False, name="none").sink(es.ops.Collect(), name="out"))
+    handle = es.Runner(processes=2, elastic=False, replicas=None).start(flow)
+    try:
+        assert handle.submit([SetReplicas("nope", 1)])[0].ok is False
+    finally:
+        handle.shutdown(timeout=10)
+    fused_handle = es.Runner(processes=2, elastic=es.Elastic(controller="ds2", period_s=10)).start(flow)
+    try:
+        unit = "a+b+none"
+        assert fused_handle.loop.levels.replicas == {unit: 2}
+        down, up = fused_handle.submit([SetReplicas(unit, 1, reason="test")])[0], None
+        time.sleep(0.1)
+        up = fused_handle.submit([SetReplicas(unit, 2, reason="test")])[0]
+        assert down.ok and up.ok, (down.why, up.why)
+    finally:
+        fused_handle.shutdown(timeout=10)

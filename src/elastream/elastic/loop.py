@@ -37,7 +37,7 @@ from elastream.elastic.config import Elastic
 from elastream.metrics.period import PeriodStats, period_between
 from elastream.metrics.stats import FlowStats
 from elastream.metrics.timeline import Timeline
-from elastream.runtime.decisions import Applied, Decision, Levels, SetProcesses, SetThreads
+from elastream.runtime.decisions import Applied, Decision, Levels, SetProcesses, SetReplicas, SetThreads
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,9 +144,10 @@ class ElasticLoop:
         The pause is measured around ``submit``: an upper bound of the longest time any stream
         waited because of the change (a thread joins or leaves between two batches).
         """
-        actionable = [d for d in decisions if is_applied_by_runtime(d) and is_supported(d)]
+        actionable = [d for d in decisions if is_applied_by_runtime(d) and is_supported(d, self.levels)]
         notes = [Applied(d, at_s, True, "recorded") for d in decisions if not is_applied_by_runtime(d)]
-        notes += self._not_supported([d for d in decisions if is_applied_by_runtime(d) and not is_supported(d)], at_s)
+        notes += self._not_supported(
+            [d for d in decisions if is_applied_by_runtime(d) and not is_supported(d, self.levels)], at_s)
         if not actionable:
             return notes, None
         began = perf_counter()
@@ -161,13 +162,12 @@ class ElasticLoop:
         return [Applied(d, at_s, False, f"{type(d).__name__} is not applied while a flow runs yet") for d in fresh]
 
 
-#: Decisions a running flow applies today (the others are recorded as proposals).
-SUPPORTED = (SetThreads,)
-
-
-def is_supported(decision: Decision) -> bool:
-    """True for decisions the backends apply while a flow runs."""
-    return isinstance(decision, SUPPORTED)
+def is_supported(decision: Decision, levels: Levels) -> bool:
+    """True for decisions the backends apply while a flow runs: thread counts, and the active
+    replicas of an operator the run holds replicas of (the others are recorded as proposals)."""
+    if isinstance(decision, SetThreads):
+        return True
+    return isinstance(decision, SetReplicas) and decision.operator in levels.replicas
 
 
 def is_applied_by_runtime(decision: Decision) -> bool:
@@ -178,7 +178,10 @@ def is_applied_by_runtime(decision: Decision) -> bool:
 def levels_after(levels: Levels, applied: Sequence[Applied]) -> Levels:
     """``levels`` with the decisions that took effect folded in."""
     threads = list(levels.threads)
+    replicas = dict(levels.replicas)
     for a in applied:
         if a.ok and isinstance(a.decision, SetThreads) and a.decision.process < len(threads):
             threads[a.decision.process] = a.decision.threads
-    return replace(levels, threads=tuple(threads))
+        elif a.ok and isinstance(a.decision, SetReplicas) and a.decision.operator in replicas:
+            replicas[a.decision.operator] = a.decision.count
+    return replace(levels, threads=tuple(threads), replicas=replicas)

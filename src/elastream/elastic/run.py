@@ -95,7 +95,9 @@ class MachineProbe:
                        max_threads=self.elastic.max_threads, max_processes=self.elastic.max_processes)
 
 
-def start_elastic(inner: Any, elastic: Elastic, *, threads: int, processes: int, fixed: Fixed) -> ElasticRunHandle:
-    """Wrap a just-started backend handle in an elastic run."""
+def start_elastic(inner: Any, elastic: Elastic, *, threads: int, processes: int, fixed: Fixed,
+                  replicas: Any = None) -> ElasticRunHandle:
+    """Wrap a just-started backend handle in an elastic run (``replicas``: the counts the run holds ready)."""
     fused = tuple(tuple(chain) for chain in getattr(inner, "fused", ()))
-    return ElasticRunHandle(inner, elastic, Levels(threads=(threads,) * processes, fused=fused), fixed)
+    held = dict(replicas) if isinstance(replicas, dict) else {}
+    return ElasticRunHandle(inner, elastic, Levels(threads=(threads,) * processes, replicas=held, fused=fused), fixed)

@@ -101,7 +101,7 @@ class Runner:
         if self.elastic is None or config.backend_name == "spark":
             return handle
         return start_elastic(handle, self.elastic, threads=config.threads, processes=config.processes,
-                             fixed=self._fixed_levels())
+                             fixed=self._fixed_levels(), replicas=config.replicas)
 
     def _fixed_levels(self) -> Fixed:
         """What the elastic loop may not change; read here, on the caller's thread, where the main

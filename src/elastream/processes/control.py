@@ -27,7 +27,7 @@ from elastream.runtime.decisions import Decision, MoveKeyGroups, SetReplicas, Se
 
 #: How long ``submit`` waits for a worker's answer before recording the decision as unanswered.
 REPLY_TIMEOUT_S = 5.0
-NOT_YET = "needs the elasticity controllers"
+NOT_YET = "is not applied while a flow runs yet"
 
 
 def target_process(decision: Decision, assignment: Mapping[str, int]) -> int | str:
@@ -58,7 +58,33 @@ def apply_in_part(handle: Any, decision: Decision) -> ControlResult:
         except ValueError as error:  # e.g. fewer than one thread
             return ControlResult(0, False, str(error))
         return ControlResult(0, applied.ok, applied.why)
+    if isinstance(decision, SetReplicas):
+        return set_active_replicas(handle, decision)
     return ControlResult(0, False, f"{type(decision).__name__} of {decision.operator!r} {NOT_YET}")
+
+
+def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
+    """Let the first ``decision.count`` replicas of a stateless operator take new batches (C-Stream §4.2).
+
+    The replicas are held ready (started with the run, one per process); the split in this part
+    routes new batches only to the active ones from its next batch on, and one that leaves
+    finishes what it holds, so no tuple is lost or reordered. A keyed split keeps every replica
+    ready: it moves key groups, with their state, to the replicas that run dry on its own.
+    """
+    from elastream.ordered.replicate import split_name
+
+    try:
+        split = handle.operator(split_name(decision.operator))
+    except KeyError:
+        return ControlResult(0, False, f"no split of {decision.operator!r} runs in this process")
+    if split.key is not None:
+        return ControlResult(0, False, f"{decision.operator!r} is keyed: its split moves key groups between its "
+                                       f"{split.n_outputs} replicas itself")
+    count = max(1, min(decision.count, split.n_outputs))
+    split.set_active(range(count))
+    if count != decision.count:
+        return ControlResult(0, False, f"{split.n_outputs} replicas are held ready: {count} take work")
+    return ControlResult(0, True, "")
 
 
 @dataclass(slots=True)

@@ -4,6 +4,7 @@
 count keyed by ``value % 100`` → format → latency sink. Reports p50 / p99 / max
 latency (ms, stamped at emission, measured at the sink) and the achieved
 throughput against the target rate. Every stage is pure Python (GIL held).
+A last row runs plain ``es.Runner()`` (elastic; ``--no-default-row`` leaves it out).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from elastream.bench._common import fmt, machine, timed
 from elastream.workloads.latency import build_latency_flow
 from elastream.workloads.measure import summarize
 
+#: The row of plain ``es.Runner()`` (elastic, every default), in place of a thread count.
+DEFAULT_ROW = "Runner()"
 GIL_NOTE = "GIL case: hold — every stage is pure Python; threads take turns on one core."
 
 
@@ -28,14 +31,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="how long the source emits")
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="worker thread counts")
     parser.add_argument("--policy", default="least_recently_run", help="scheduling policy")
+    parser.add_argument("--default-row", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run plain es.Runner() as a user writes it (elastic, every default)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the pipeline once per thread count; return the result as a JSON-ready dict."""
     rows = []
-    for threads in args.threads:
+    configs: list[Any] = list(args.threads) + ([DEFAULT_ROW] if getattr(args, "default_row", False) else [])
+    for threads in configs:
         flow, sink = build_latency_flow(rate=args.rate, seconds=args.seconds)
-        runner = es.Runner(threads=threads, policy=args.policy)
+        runner = es.Runner() if threads == DEFAULT_ROW else es.Runner(threads=threads, policy=args.policy)
         t = timed(lambda: runner.run(flow))
         samples = t.value.outputs[sink]
         span = samples.last_arrival - samples.first_arrival

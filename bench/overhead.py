@@ -7,6 +7,8 @@ called from a plain loop (a nested ``for f in fns`` loop and an unrolled
 repetitions each. The functions are GIL-holding Python, so threads cannot add
 CPU parallelism here: the ratio is the engine's efficiency, ideally near 1.
 
+A last row runs plain ``es.Runner()`` as a user writes it (elastic, the
+Runner's own batch and queue sizes; ``--no-default-row`` leaves it out).
 The Maps run fused into one task (``SchedulingConfig(fuse=True)``, the
 default); ``--fuse off`` measures one task per operator, ``--fuse both``
 interleaves the two (a row per thread count and fusion setting). The Runner
@@ -27,6 +29,8 @@ from elastream.bench._common import Timed, fmt, machine, timed
 from elastream.workloads.overhead import (build_identity_chain, identity_functions, nested_loop,
                                           unrolled_loop)
 
+#: The row of plain ``es.Runner()`` (elastic, every default), in place of a thread count.
+DEFAULT_ROW = "Runner()"
 GIL_NOTE = ("GIL case: hold — the 12 functions are pure Python and hold the GIL, so extra threads "
             "cannot add CPU parallelism; this measures engine overhead, not scaling.")
 
@@ -42,6 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default="least_recently_run", help="scheduling policy")
     parser.add_argument("--fuse", choices=("on", "off", "both"), default="on",
                         help="operator fusion: on (default, the Runner's default), off, or both interleaved")
+    parser.add_argument("--default-row", action=argparse.BooleanOptionalAction, default=True,
+                        help="also run plain es.Runner() as a user writes it (elastic, every default)")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -70,18 +76,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for fuse in fusions:
                 keep((threads, fuse), timed(lambda threads=threads, fuse=fuse: _engine_once(args, n, fns, threads,
                                                                                             fuse)))
+        if getattr(args, "default_row", False):
+            keep((DEFAULT_ROW, True), timed(lambda: _count_run(es.Runner(), n, fns)))
     loops = {"nested": n / best["nested"].wall_s, "unrolled": n / best["unrolled"].wall_s}
     best_loop = max(loops, key=loops.__getitem__)
     plain = loops[best_loop]
     rows = []
-    for threads in args.threads:
-        for fuse in fusions:
-            engine = best[(threads, fuse)]
-            rate = n / engine.wall_s
-            rows.append({"threads": threads, "fuse": fuse, "engine_tuples_per_s": rate,
-                         "plain_loop_tuples_per_s": plain, "ratio": rate / plain,
-                         "cpu_ratio": least_cpu[best_loop] / least_cpu[(threads, fuse)],
-                         "engine_cores_used": engine.cores_used})
+    configs = [(threads, fuse) for threads in args.threads for fuse in fusions]
+    configs += [(DEFAULT_ROW, True)] if getattr(args, "default_row", False) else []
+    for threads, fuse in configs:
+        engine = best[(threads, fuse)]
+        rate = n / engine.wall_s
+        rows.append({"threads": threads, "fuse": fuse, "engine_tuples_per_s": rate,
+                     "plain_loop_tuples_per_s": plain, "ratio": rate / plain,
+                     "cpu_ratio": least_cpu[best_loop] / least_cpu[(threads, fuse)],
+                     "engine_cores_used": engine.cores_used})
     return {
         "benchmark": "overhead", "gil": "hold", "note": GIL_NOTE, "tuples": n, "functions": args.functions,
         "repetitions": args.repeat, "policy": args.policy, "fuse": getattr(args, "fuse", "on"),
@@ -96,6 +105,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _engine_once(args: argparse.Namespace, n: int, fns: list, threads: int, fuse: bool = True) -> int:
     runner = es.Runner(threads=threads, policy=args.policy, batch_size=args.batch_size,
                        max_queue_size=args.queue_size, scheduling=es.SchedulingConfig(fuse=fuse))
+    return _count_run(runner, n, fns)
+
+
+def _count_run(runner: es.Runner, n: int, fns: list) -> int:
     flow, sink = build_identity_chain(range(n), fns)
     count = runner.run(flow).outputs[sink]
     if count != n:

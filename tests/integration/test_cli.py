@@ -68,7 +68,7 @@ def test_bench_overhead_json(capsys):
     assert result["benchmark"] == "overhead" and result["gil"] == "hold"
     assert result["plain_loop_tuples_per_s"] == max(result["nested_loop_tuples_per_s"],
                                                     result["unrolled_loop_tuples_per_s"])
-    assert [r["threads"] for r in result["results"]] == [1, 2]
+    assert [r["threads"] for r in result["results"]] == [1, 2, "Runner()"]  # plain es.Runner() last
     for r in result["results"]:
         assert r["engine_tuples_per_s"] > 0
         assert r["ratio"] == pytest.approx(r["engine_tuples_per_s"] / r["plain_loop_tuples_per_s"])
@@ -109,6 +109,7 @@ def test_bench_latency_json(capsys):
     result = _json_main(capsys, "bench", "latency", "--rate", "1000", "--seconds", "0.3", "--threads", "1", "2",
                         "--json")
     assert result["gil"] == "hold"
+    assert [r["threads"] for r in result["results"]] == [1, 2, "Runner()"]
     for r in result["results"]:
         assert r["tuples"] == 300
         assert r["p50_ms"] <= r["p99_ms"] <= r["max_ms"]

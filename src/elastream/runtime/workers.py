@@ -143,8 +143,8 @@ class WorkerPool:
             for _ in range(n - len(active)):
                 w = Worker(self, self._next_index)
                 self._next_index += 1
+                w.thread.start()  # started before it is listed: join() on another thread may run meanwhile
                 self.workers.append(w)
-                w.thread.start()
         self.sched.wake_all()
         return n
 
@@ -156,7 +156,9 @@ class WorkerPool:
     def join(self, timeout: float | None = None) -> bool:
         """Join every worker thread; True when all have ended."""
         deadline = None if timeout is None else perf_counter() + timeout
-        for w in list(self.workers):
+        with self._lock:  # an elastic controller may be resizing the pool from its own thread
+            workers = list(self.workers)
+        for w in workers:
             remaining = None if deadline is None else max(0.0, deadline - perf_counter())
             w.thread.join(remaining)
         return all(not w.thread.is_alive() for w in self.workers)

@@ -230,12 +230,13 @@ def test_replicas_of_an_operator_with_on_end_end_in_the_streams_first_seen_key_o
     assert info.value.operator == "x"
 
 
-def test_placement_names_replicas_and_expansion_places_split_and_merge_by_neighbours():
+def test_placement_names_replicas_and_expansion_places_the_split_by_its_neighbour_and_the_merge_with_it():
     flow = pipeline(STATELESS["selectivity 1"])
     plan = replicated_placement(flow, 2, {"x": 2}, placement={"src": 1, "x": 1, "out": 0})
     assert plan == {"src": 1, "x": 1, "out": 0, "x#0": 1, "x#1": 0}
     rewritten, full = expand_assignment(flow, plan, 2, {"x": 2})
-    assert full == {"src": 1, split_name("x"): 1, merge_name("x"): 0, "x#0": 1, "x#1": 0, "out": 0}
+    # The merge joins its split (they share a link that bounds the replicas' backlogs).
+    assert full == {"src": 1, split_name("x"): 1, merge_name("x"): 1, "x#0": 1, "x#1": 0, "out": 0}
     assert set(rewritten.operators) == set(full)
     assert expand_assignment(flow, {"src": 1, "x": 1, "out": 0}, 2, {"x": 2})[1] == full  # the same, unpinned
     assert parse_replica_name("x#12") == ("x", 12) and parse_replica_name("x#split") is None

@@ -19,7 +19,8 @@ process's share)::
 
 Replica ``r`` of ``X`` goes to process ``(home + r) % processes``, ``home``
 being X's own entry in the placement; the split runs with X's upstream
-operator and the merge with its downstream one. A placement dict may pin
+operator and the merge with the split (sharing a link that bounds and
+balances the replicas' backlogs). A placement dict may pin
 ``"X#r"``, ``"X#split"`` and ``"X#merge"`` of the replicas ``replicas=``
 asks for (:func:`replicated_placement` writes such a dict); naming them
 without ``replicas=`` is refused.
@@ -77,8 +78,7 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     those replicas (``"X#r"``), splits and merges go, and nothing else of the
     kind (:func:`check_pinned`). Replica ``r`` not pinned goes to process
     ``(home + r) % processes``, ``home`` being X's own entry. The split goes
-    with X's upstream operator and the merge with its downstream one unless
-    placed; an operator with ``on_end`` has its merge with its split. Without
+    with X's upstream operator and the merge with the split unless placed. Without
     replicas, ``flow`` and ``assignment`` come back unchanged. ``window_s``: as for
     :func:`~elastream.ordered.replicate.replicate_flow`.
     """
@@ -95,9 +95,11 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
         for r in range(count):
             full.setdefault(replica_name(name, r), (home + r) % processes)
         full.setdefault(split_name(name), _neighbour(flow, assignment, name, upstream=True, default=home))
-        if flow[name].operator.spec().on_end is not None:
-            full.setdefault(merge_name(name), full[split_name(name)])  # they share the keys' first-seen order
-        full.setdefault(merge_name(name), _neighbour(flow, assignment, name, upstream=False, default=home))
+        # The merge goes with its split unless placed: then they share a link, which bounds each replica's
+        # backlog by its measured work (without it only the ports bound it, in pieces of up to thousands of
+        # tuples, and the source runs far ahead) and balances the replicas; an on_end also needs the
+        # keys' first-seen order the split keeps.
+        full.setdefault(merge_name(name), full[split_name(name)])
     # A split and its merge balance the replicas only when they share a process (they share a link object).
     linked = [name for name in counts if full[split_name(name)] == full[merge_name(name)]]
     local = {name: [r for r in range(count) if full[replica_name(name, r)] == full[split_name(name)]]

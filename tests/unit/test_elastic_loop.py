@@ -154,3 +154,23 @@ def test_an_unguarded_script_runs_in_one_process_and_says_once_how_to_allow_proc
     assert periods >= 3, done.stdout  # the controller asked for more processes at least twice
     assert done.stderr.count('if __name__ == "__main__":') == 1
     assert "would run faster on more processes" in done.stderr
+
+
+class Broken:
+    name = "broken"
+
+    def decide(self, period, levels, machine):
+        raise RuntimeError("controller bug")
+
+
+def test_a_failing_controller_stops_elasticity_not_the_run(capsys):
+    handle = start_threads(endless_flow(), RunConfig(threads=1))
+    try:
+        loop = ElasticLoop(handle, Elastic(period_s=0.01), [Broken()], Levels(threads=(1,)))
+        loop.start()
+        loop._thread.join(5)
+        assert isinstance(loop.error, RuntimeError) and not handle.done
+    finally:
+        handle.shutdown()
+    assert "elasticity stopped, the flow runs on at its current levels: RuntimeError: controller bug" in (
+        capsys.readouterr().err)

@@ -91,6 +91,8 @@ class ElasticLoop:
                 self.step(self.handle.stats())
         except BaseException as error:  # noqa: BLE001 - elasticity failing must not fail the run
             self.error = error
+            print(f"elastream: elasticity stopped, the flow runs on at its current levels: "
+                  f"{type(error).__name__}: {error}", file=sys.stderr)
 
     # -- one period ---------------------------------------------------------------------------------
     def step(self, stats: FlowStats) -> list[Applied]:
@@ -130,6 +132,8 @@ class ElasticLoop:
                 self._say_once(self.fixed.processes_hint)
                 return False
             return True
+        if isinstance(decision, SetReplicas):
+            return decision.count != self.levels.replicas.get(decision.operator)
         return True
 
     def _say_once(self, line: str) -> None:
@@ -153,7 +157,6 @@ class ElasticLoop:
         began = perf_counter()
         applied = list(self.handle.submit(actionable))
         return applied + notes, (perf_counter() - began) * 1000.0
-
 
     def _not_supported(self, decisions: list[Decision], at_s: float) -> list[Applied]:
         """Decisions no backend applies yet, each recorded the first period it is proposed (not every period)."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from time import perf_counter
 from typing import Any
 
 import psutil
@@ -28,10 +27,6 @@ from elastream.elastic.controller import Machine, available_cores, create_contro
 from elastream.elastic.loop import ElasticLoop, Fixed
 from elastream.runtime.decisions import Applied, Decision, Levels
 from elastream.runtime.handle import RunResult
-
-
-#: How long a Ctrl-C while waiting gives the flow to stop and be gathered.
-SHUTDOWN_ON_INTERRUPT_S = 5.0
 
 
 class ElasticRunHandle:
@@ -69,21 +64,7 @@ class ElasticRunHandle:
         return self._with_timeline(lambda: self.inner.shutdown(timeout))
 
     def wait(self, timeout: float | None = None) -> RunResult:
-        # The loop stops (its thread joined) once the run has ended and before the backend gathers it,
-        # so no decision lands while the backend joins its workers.
-        deadline = None if timeout is None else perf_counter() + timeout
-        try:
-            if self.inner.finished.wait(timeout):
-                self.loop.stop()
-        except KeyboardInterrupt:
-            self.loop.stop()
-            try:  # as the backends do on Ctrl-C: stop the flow, gather it, then let the interrupt through
-                self.inner.shutdown(timeout=SHUTDOWN_ON_INTERRUPT_S)
-            except BaseException:  # noqa: BLE001 - the interrupt is what the caller must see
-                pass
-            raise
-        remaining = None if deadline is None else max(0.0, deadline - perf_counter())
-        return self._with_timeline(lambda: self.inner.wait(remaining))
+        return self._with_timeline(lambda: self.inner.wait(timeout))
 
     def _with_timeline(self, finish: Any) -> RunResult:
         """Finish the run, stop the loop however the run ended, and give the result the timeline."""

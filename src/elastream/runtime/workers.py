@@ -136,6 +136,8 @@ class WorkerPool:
         if n < 1:
             raise ValueError("a flow needs at least one worker thread")
         with self._lock:
+            if self.sched.finished.is_set():  # the run is being gathered: join() must see every worker
+                return sum(1 for w in self.workers if w.alive and not w.retiring)
             self.target = n
             active = [w for w in self.workers if w.alive and not w.retiring]
             for w in active[n:]:

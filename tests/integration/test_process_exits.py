@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import psutil
 import pytest
@@ -115,6 +116,35 @@ def test_sigkill_of_a_worker(start_method, wait_until):
     with pytest.raises(WorkerProcessError) as info:
         handle.wait(timeout=10)
     assert info.value.exitcode == -signal.SIGKILL
+    assert all(c.process.exitcode is not None for c in handle._children)  # joined
+    assert_only_the_fork_server_remains(start_method)
+
+
+def test_sigkill_of_a_worker_during_a_reconfiguration(start_method, wait_until):
+    from elastream.runtime.decisions import SetThreads
+
+    handle = start_flowing(start_method, wait_until)
+    stop = threading.Event()
+    answers: list = []
+
+    def reconfigure() -> None:  # the elastic loop's part: thread-level decisions for process 1, back to back
+        threads = 1
+        while not stop.is_set():
+            threads = 3 - threads
+            answers.extend(handle.submit([SetThreads(threads, process=1, reason="test")]))
+
+    changer = threading.Thread(target=reconfigure, name="test-reconfigure")
+    changer.start()
+    try:
+        wait_until(lambda: sum(a.ok for a in answers) >= 3, timeout=30, what="reconfigurations applied")
+        os.kill(handle.worker_pids[1], signal.SIGKILL)
+        with pytest.raises(WorkerProcessError) as info:
+            handle.wait(timeout=10)
+    finally:
+        stop.set()
+        changer.join(10)
+    assert info.value.exitcode == -signal.SIGKILL
+    assert not changer.is_alive()  # decisions for a dead process come back answered, never hang
     assert all(c.process.exitcode is not None for c in handle._children)  # joined
     assert_only_the_fork_server_remains(start_method)
 

@@ -168,10 +168,11 @@ if __name__ == "__main__":  # worker processes are spawned: they re-import this 
         es.ops.Callback(lambda x: flowing.set()), name="out")
     handle = es.Runner(processes=2, placement={"src": 0, "m": 1, "out": 0}).start(flow)
     assert flowing.wait(30), "no tuple came back through the rings"
-    print("pids", *handle.worker_pids, fork_server_pid(), flush=True)
-    try:
+    try:  # the signal may land as soon as the line is out, before wait() is reached
+        print("pids", *handle.worker_pids, fork_server_pid(), flush=True)
         handle.wait()
     except KeyboardInterrupt:
+        handle.shutdown(timeout=10)  # already done when the interrupt came inside wait()
         print("interrupted", flush=True)
         sys.exit(130)
 """

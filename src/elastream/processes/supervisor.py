@@ -57,6 +57,7 @@ from elastream.processes.messages import (Control, ControlResult, Done, Failed, 
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, pickle_specs, split_flow
 from elastream.processes.worker_death import WorkerProcessError, death_of
+from elastream.processes.child_record import ChildRecord as _Child
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
@@ -69,45 +70,6 @@ WATCH_S = 0.5
 EXIT_STATUS_WAIT_S = 1.0
 class RemoteOperatorError(ElastreamError):
     """The original exception of an operator that failed in a worker process."""
-
-
-class _Child:
-    """The parent's record of one worker process."""
-
-    def __init__(self, spec: ChildSpec, process: Any, conn: Any):
-        self.spec = spec
-        self.process = process
-        self.conn = conn
-        self.stats: FlowStats | None = None
-        self.final: Final | None = None
-        self.pid: int | None = None
-        self._send_lock = threading.Lock()
-
-    @property
-    def index(self) -> int:
-        return self.spec.index
-
-    @property
-    def operators(self) -> list[str]:
-        return [name for name, _ in self.spec.operators]
-
-    def send(self, message: RingsReady | Shutdown | Control) -> bool:
-        """Send ``message`` unless the worker's end is gone (its sentinel tells the supervisor why)."""
-        try:
-            with self._send_lock:
-                send(self.conn, message)
-            return True
-        except (OSError, ValueError):
-            return False
-
-    def join(self, timeout: float) -> None:
-        """Join the process; terminate, then kill it if it has not ended by then."""
-        self.process.join(timeout)
-        for stop in (self.process.terminate, self.process.kill):
-            if self.process.exitcode is not None:
-                break
-            stop()
-            self.process.join(1.0)
 
 
 def _unended(children: Any) -> bool:

@@ -49,6 +49,7 @@ from elastream.metrics.stats import FlowStats, OperatorStats
 from elastream.processes import forkserver
 from elastream.processes.child import child_main
 from elastream.processes.control import PendingReplies, target_process
+from elastream.processes import live_runs
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
@@ -115,7 +116,7 @@ class ProcessRunHandle:
         self.run_flow, self.assignment = expand_assignment(
             flow, assignment, config.processes, config.replicas,
             stats=placement if isinstance(placement, FlowStats) else None,
-            window_s=config.ordering.replica_window_s)
+            window_s=config.ordering.replica_window_s, active=config.active_replicas)
         self.processes = config.processes
         self._started = perf_counter()
         self._rings: list[Any] = []
@@ -131,6 +132,7 @@ class ProcessRunHandle:
         self._handlers = {Started: self._on_started, Stats: self._on_stats, ControlResult: self._on_control_result,
                           Done: self._on_final, Failed: self._on_final}
         self._start()
+        live_runs.track(self)  # an interpreter exit shuts it down first (its part 0 runs on daemon threads)
         self._thread = threading.Thread(target=self._supervise, name="elastream-supervisor", daemon=True)
         self._thread.start()
 
@@ -154,7 +156,7 @@ class ProcessRunHandle:
             self._local = LocalPart(specs[0])
         except BaseException:
             self._end_children(kill=True)
-            self._unlink_rings()
+            self.unlink_rings()
             raise
 
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
@@ -197,9 +199,10 @@ class ProcessRunHandle:
             self._watch()
         finally:
             self._reap()
-            self._unlink_rings()
+            self.unlink_rings()
             self._replies.abandon(None, "the run has ended")
             self._done.set()
+            live_runs.forget(self)
 
     def _watch(self) -> None:
         live = {c.conn: c for c in self._children}
@@ -225,7 +228,7 @@ class ProcessRunHandle:
                 if failure is not None:
                     self._fail(failure)
             if self._rings and self._all_final():
-                self._unlink_rings()  # nobody attaches any more: unlink while the workers exit (~1 ms a ring)
+                self.unlink_rings()  # nobody attaches any more: unlink while the workers exit (~1 ms a ring)
             asked = self._stop_requested_at
             if asked is not None and perf_counter() - asked > grace:
                 break  # the survivors did not stop in time: _reap kills them
@@ -327,13 +330,14 @@ class ProcessRunHandle:
             c = lost[0]
             self._failure = death_of(c.index, c.pid, c.process, c.operators)
 
-    def _unlink_rings(self) -> None:
-        for ring in self._rings:
+    def unlink_rings(self) -> None:
+        """Remove the run's ring segments (once: the supervisor and an exit hook may both call it)."""
+        rings, self._rings = self._rings, []
+        for ring in rings:
             try:
                 ring.close()
             finally:
                 ring.unlink()
-        self._rings = []
 
     # -- control -----------------------------------------------------------------------------
     def request_shutdown(self) -> None:

@@ -55,6 +55,16 @@ def _link(tasks: dict[str, Task]) -> None:
                 ready.append(d)
 
 
+def relink(tasks: list[Task]) -> None:
+    """Recompute every task's upstream and downstream lists and position from its output buffers.
+
+    For a running flow whose tasks changed (:mod:`elastream.runtime.refuse`), under the scheduler's lock.
+    """
+    for t in tasks:
+        t.upstream, t.downstream, t.position = [], [], 0
+    _link({t.name: t for t in tasks})
+
+
 def _is_control_edge(src: Task, dst: Task) -> bool:
     """True when every connection src → dst enters a control input (feedback loops)."""
     ports = [b.port for subs in src.outputs for b in subs if b.owner is dst]

@@ -28,11 +28,12 @@ from elastream.policies.registry import create as create_policy
 from elastream.runtime import gc_tuning
 from elastream.runtime.compile import compile_flow
 from elastream.runtime.config import RunConfig
-from elastream.runtime.decisions import Applied, Decision, SetThreads
+from elastream.runtime.decisions import Applied, Decision, Fuse, SetThreads, Unfuse
 from elastream.runtime.fusion import member_names
 from elastream.runtime.handle import RunResult, wait_slice
 from elastream.runtime.monitor import Monitor
 from elastream.runtime.periodic import PeriodListener, PeriodSampler
+from elastream.runtime.refuse import Regrouper, RunLayout
 from elastream.runtime.scheduler import Scheduler
 from elastream.runtime.snapshot import take_snapshot
 from elastream.runtime.workers import WorkerPool
@@ -48,13 +49,13 @@ class ThreadRunHandle:
         compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=config.batch_size,
                                 threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning,
                                 fuse=scheduling.fuse)
-        self._tasks = compiled.tasks
         self._instances = compiled.instances  # every operator's run instance, fused chains' members too
-        self.fused = compiled.fused
-        """The chains of operators running as one task each (member names in flow order)."""
         self.policy = create_policy(config.policy, seed=config.seed)
         self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=scheduling.shutdown_grace_s)
         self.pool = WorkerPool(self.sched, compiled.contexts, config.quantum_ms / 1000.0)
+        layout = RunLayout(flow, compiled.instances, {n: op.spec() for n, op in compiled.instances.items()},
+                           config.max_queue_size, config.batch_size, ordering.reorder, ordering.partitioning)
+        self._regrouper = Regrouper(self.sched, self.pool, layout, compiled.fused)  # Fuse / Unfuse while running
         self.monitor = Monitor(self.sched, scheduling.stats_period_ms / 1000.0)
         self.timeline: list[Applied] = []
         """Every decision submitted to this run, as applied (in order)."""
@@ -81,6 +82,11 @@ class ThreadRunHandle:
         return self.pool.resize(n)
 
     @property
+    def fused(self) -> tuple[tuple[str, ...], ...]:
+        """The chains of operators running as one task each now (member names in flow order)."""
+        return self._regrouper.chains
+
+    @property
     def threads(self) -> int:
         """Current number of active worker threads."""
         return self.pool.active
@@ -97,6 +103,9 @@ class ThreadRunHandle:
             active = self.pool.resize(decision.threads)
             ok = active == decision.threads
             return Applied(decision, at, ok, "" if ok else f"the pool runs {active} threads")
+        if isinstance(decision, (Fuse, Unfuse)):
+            ok, why = self._regrouper.apply(decision)
+            return Applied(decision, at, ok, why)
         return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the threads backend")
 
     def add_period_listener(self, listener: PeriodListener) -> None:
@@ -174,7 +183,7 @@ class ThreadRunHandle:
 
     def allotment_statistics(self) -> dict[str, dict]:
         """Per operator run by several workers at once (dynamic allotment): its order-keeping counters."""
-        return {t.name: t.statistics() for t in self._tasks if t.shared}
+        return {t.name: t.statistics() for t in self.sched.tasks if t.shared}
 
     @property
     def done(self) -> bool:
@@ -183,7 +192,7 @@ class ThreadRunHandle:
 
     def states(self) -> dict[str, str]:
         """Operator name → scheduling state."""
-        return {name: t.state.value for t in self._tasks for name in member_names(t)}
+        return {name: t.state.value for t in self.sched.tasks for name in member_names(t)}
 
 
 def start_threads(flow: Flow, config: RunConfig) -> ThreadRunHandle:

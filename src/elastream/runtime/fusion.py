@@ -1,6 +1,6 @@
 """Operator fusion: a chain of stateless function operators runs as one task (Flink's chaining, IBM Streams' fusion).
 
-Role: a compile pass. :func:`find_chains` finds the maximal chains of
+Role: a compile pass (:mod:`~elastream.runtime.refuse` regroups chains of a running flow). :func:`find_chains` finds the maximal chains of
 consecutive operators that may fuse (:func:`fusable`: stateless, driven batch
 by batch, one input and one output, no control input, not a replica) linked
 by a connection that is the upstream's only output and the downstream's only
@@ -292,8 +292,7 @@ class FusedChain(FunctionOperator):
     def __getstate__(self) -> dict:
         # A chain replicated into a worker process (elastic.units) crosses as its members; the lock, the
         # task views and the bound stages are made again there.
-        state = {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}
-        return state
+        return {k: v for k, v in self.__dict__.items() if k not in _UNPICKLED}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -316,6 +315,10 @@ class FusedChain(FunctionOperator):
             except BaseException:
                 self._fail(i)
                 raise
+        self.bind_stages()
+
+    def bind_stages(self) -> None:
+        """Bind each member's ``on_batch`` and compose runs of Maps, once (open, or a chain of opened members)."""
         self._stages = tuple(op.on_batch for op in self.members)  # type: ignore[attr-defined]
         self._steps = tuple(self._make_step(first, count) for first, count in plan_steps(self._specs))
         if all(count == 1 for _, count, _, _ in self._steps):

@@ -71,6 +71,11 @@ class Scheduler:
         # (operator name, failure): the first failure wins and is re-raised by the runner.
         self.failure: tuple[str, Failed] | None = None
         self.finished = threading.Event()
+        # Reconfiguration (runtime.refuse): held tasks are never dispatched; while ``regrouping``, every
+        # release and a shutdown notify ``settled``, on which the reconfiguring thread waits for a safe point.
+        self.held: set[Task] = set()
+        self.regrouping = False
+        self.settled = threading.Condition(self.lock)
         self.poller = ExternalPoller(self)
         for t in tasks:
             t.sched = self
@@ -120,6 +125,8 @@ class Scheduler:
             if task.shared:
                 self.ready.pop(task, None)
             self._apply(task, outcome)
+        if self.regrouping:
+            self.settled.notify_all()
 
     def _leave_shared(self, task: Task, outcome: Outcome) -> None:
         """One of several workers leaves a task the others still run (ordered-multicore §2.2).
@@ -146,6 +153,8 @@ class Scheduler:
             if ready:
                 task = self.policy.pick(ready.keys(), now) if len(ready) > 1 else next(iter(ready))
                 del ready[task]
+                if self.held and task in self.held:
+                    continue                      # a reconfiguration holds it (runtime.refuse)
                 if task.state is RUNNING:         # joining the workers of a shared task
                     if not task.shareable():
                         continue
@@ -381,6 +390,7 @@ class Scheduler:
             if t.state in (READ_BLOCKED, WRITE_BLOCKED, SLEEPING):
                 self._make_ready(t)
         self.cond.notify_all()
+        self.settled.notify_all()
 
     def past_shutdown_grace(self) -> bool:
         """True once operators have had ``shutdown_grace_s`` to notice a shutdown."""
@@ -426,6 +436,16 @@ class Scheduler:
         self.ready[task] = None
         if self.idle_workers:
             self.cond.notify()
+
+    # -- reconfiguration hooks (runtime.refuse; lock held) ------------------------------------------
+    def make_ready_locked(self, task: Task) -> None:
+        """Make ``task`` READY (and eligible unless held); the caller holds the lock."""
+        self._make_ready(task)
+
+    def forget_locked(self, task: Task) -> None:
+        """Take ``task`` out of every wait and the ready set (a task being replaced); the caller holds the lock."""
+        self._leave_blocked(task)
+        self.ready.pop(task, None)
 
     def snapshot_states(self) -> dict[str, str]:
         """Operator name → state name (for progress displays)."""

@@ -1,0 +1,397 @@
+"""Fuse and un-fuse chains of a running flow (threads backend): :class:`Regrouper`.
+
+Role: the threads backend's mechanism for the :class:`~elastream.runtime.decisions.Fuse`
+and :class:`~elastream.runtime.decisions.Unfuse` decisions. A *regroup* replaces
+consecutive tasks of a chain of fusable operators (each a fused chain or one
+operator) by other tasks over the same operators, grouped differently:
+
+* ``Unfuse(chain)`` names a running fused chain. It is replaced by the chains
+  :func:`~elastream.runtime.fusion.find_chains` would fuse at the pool's current
+  thread count (at several threads a member bound to one worker runs alone, so
+  its neighbours can run beside it); when that count would fuse the whole chain
+  again, by its members one by one.
+* ``Fuse(chain)`` names consecutive operators whose tasks cover it exactly; they
+  become one task.
+
+The safe point. The first task (the one reading the chain's input) is *held*:
+taken out of the ready set and never dispatched (:attr:`Scheduler.held`), and the
+reconfiguring thread waits on :attr:`Scheduler.settled` (every release notifies
+it while a regroup runs) until no worker is inside it. For ``Fuse`` the buffers
+between the old tasks must be empty: the held head's undelivered outputs are
+pushed into the next buffer and the tasks behind it run on until every inner
+buffer is empty and no worker is inside them (the chain *drains*, then fuses).
+The swap itself happens under the scheduler's lock: the new tasks take the
+chain's input buffer and the last task's output buffers (and what it had not
+delivered yet, as pending output, in order), so no tuple is lost, duplicated or
+reordered. A regroup that cannot reach its safe point within
+:data:`REGROUP_TIMEOUT_S`, or meets the end of the stream or a shutdown, changes
+nothing and says why.
+
+What carries over: every member keeps its operator instance (opened once), the
+context it was opened with (now reading its new task through the member's view)
+and its statistics: each new task starts from the counts, busy and CPU seconds
+its members had (:func:`~elastream.runtime.snapshot.task_stats`), so per-member
+counts never go backwards. A lone member runs as a chain of one, so its counters
+and error naming stay those of a chain member. (An operator that was fused and
+becomes a chain's inner member shows no blocked seconds any more: only a task's
+ends wait.)
+
+Threading: :meth:`Regrouper.apply` is called from the thread that submits
+decisions (the elastic loop's), one regroup at a time; it waits only on the
+scheduler's condition, with a timeout. Workers run on meanwhile.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from elastream.operators.base import Operator
+from elastream.operators.spec import OperatorSpec
+from elastream.runtime.buffer import PortBuffer
+from elastream.runtime.compile import make_task, relink
+from elastream.runtime.context import Context, InputPort, OutputPort
+from elastream.runtime.decisions import Fuse, Unfuse
+from elastream.runtime.fusion import FusedChain, _MemberView, find_chains, fusable, fused_chain, fused_name, member_names
+from elastream.runtime.snapshot import task_stats
+from elastream.runtime.states import OperatorState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.graph.flow import Flow
+    from elastream.metrics.stats import OperatorStats
+    from elastream.runtime.scheduler import Scheduler
+    from elastream.runtime.task import Task
+    from elastream.runtime.workers import WorkerPool
+
+#: The longest a regroup waits for its safe point (a worker to leave the chain, or the chain to drain).
+REGROUP_TIMEOUT_S = 5.0
+
+_DONE = OperatorState.COMPLETED
+_READ_BLOCKED = OperatorState.READ_BLOCKED
+
+
+class RegroupRefused(Exception):
+    """A regroup that cannot be made now; its text says why (it becomes ``Applied.why``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunLayout:
+    """What a regroup needs of the compiled run to make tasks again (read-only)."""
+
+    flow: Flow
+    instances: dict[str, Operator]
+    specs: dict[str, OperatorSpec]
+    max_queue_size: int
+    batch_size: int
+    reorder: str
+    partitioning: str
+
+
+class Regrouper:
+    """Applies Fuse and Unfuse to the tasks of one running flow; :attr:`chains` are the chains fused now."""
+
+    def __init__(self, sched: Scheduler, pool: WorkerPool, layout: RunLayout, fused: Sequence[tuple[str, ...]]):
+        self.sched = sched
+        self.pool = pool
+        self.layout = layout
+        self.chains: tuple[tuple[str, ...], ...] = tuple(fused)
+        self._order = {name: i for i, name in enumerate(layout.flow.operators)}
+        self._one_at_a_time = threading.Lock()
+
+    def apply(self, decision: Fuse | Unfuse) -> tuple[bool, str]:
+        """Apply one decision: ``(ok, why)``; ``why`` is empty when it took effect as asked."""
+        with self._one_at_a_time:
+            try:
+                if isinstance(decision, Unfuse):
+                    old, groups = self._plan_unfuse(tuple(decision.chain))
+                else:
+                    old, groups = self._plan_fuse(tuple(decision.chain))
+                    if len(old) == 1:
+                        return True, "the chain already runs as one task"
+                self._regroup(old, groups)
+            except RegroupRefused as refused:
+                return False, str(refused)
+        return True, ""
+
+    # -- planning ----------------------------------------------------------------------------------
+    def _plan_unfuse(self, chain: tuple[str, ...]) -> tuple[list[Task], list[tuple[str, ...]]]:
+        task = next((t for t in self.sched.tasks if len(member_names(t)) > 1 and member_names(t) == chain), None)
+        if task is None or fused_chain(task) is None:
+            running = ", ".join(" → ".join(c) for c in self.chains) or "none"
+            raise RegroupRefused(f"no running fused chain is {' → '.join(chain)} (fused now: {running})")
+        return [task], self.split(chain, self.pool.target)
+
+    def split(self, chain: tuple[str, ...], threads: int) -> list[tuple[str, ...]]:
+        """The groups ``chain`` becomes at ``threads``: what find_chains fuses there, else one member each."""
+        layout = self.layout
+        inside = set(chain)
+        parts = [p for c in find_chains(layout.flow, layout.specs, layout.instances, threads)
+                 if len(p := tuple(n for n in c if n in inside)) > 1]
+        if parts == [chain]:
+            parts = []                             # the count would fuse it all again: un-fuse it fully
+        head = {p[0]: p for p in parts}
+        groups: list[tuple[str, ...]] = []
+        i = 0
+        while i < len(chain):
+            group = head.get(chain[i], (chain[i],))
+            groups.append(group)
+            i += len(group)
+        return groups
+
+    def _plan_fuse(self, chain: tuple[str, ...]) -> tuple[list[Task], list[tuple[str, ...]]]:
+        task_of = {name: t for t in self.sched.tasks for name in member_names(t)}
+        missing = [n for n in chain if n not in task_of]
+        if missing or len(chain) < 2:
+            raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: "
+                                 + (f"no operator {missing[0]!r} runs" if missing else "a chain needs two operators"))
+        tasks: list[Task] = []
+        for name in chain:
+            if not tasks or tasks[-1] is not task_of[name]:
+                tasks.append(task_of[name])
+        if tuple(n for t in tasks for n in member_names(t)) != chain:
+            raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: it splits a task of "
+                                 f"{' → '.join(next(member_names(t) for t in tasks if not set(member_names(t)) <= set(chain)))}")
+        self._check_fusable(chain, tasks)
+        return tasks, [chain]
+
+    def _check_fusable(self, chain: tuple[str, ...], tasks: list[Task]) -> None:
+        layout = self.layout
+        for name in chain:
+            if not fusable(layout.instances[name], layout.specs[name]):
+                raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: {name!r} is not a stateless function "
+                                     "operator with one input and one output")
+        for a, b in zip(tasks, tasks[1:]):
+            if len(b.inputs) != 1 or a.outputs != [[b.inputs[0]]] or b.inputs[0].publishers != [a]:
+                raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: {member_names(a)[-1]!r} → "
+                                     f"{member_names(b)[0]!r} is not the only link out of one and into the other")
+
+    # -- the safe point ----------------------------------------------------------------------------
+    def _regroup(self, old: list[Task], groups: list[tuple[str, ...]]) -> None:
+        """Hold the chain's head, reach the safe point, swap the tasks (all under the scheduler's lock)."""
+        sched, head = self.sched, old[0]
+        with sched.lock:
+            sched.regrouping = True
+            sched.held.add(head)
+            sched.ready.pop(head, None)
+            swapped = False
+            try:
+                self._wait(lambda: head.workers == 0, "a worker to leave it")
+                self._check_can_regroup(old, quiescent=[head])
+                if len(old) > 1:
+                    self._push_on(head)
+                    self._wait(lambda: self._drained(old), "the buffers inside it to drain")
+                    self._check_can_regroup(old, quiescent=old)
+                self._swap(old, groups)
+                swapped = True
+            finally:
+                sched.held.discard(head)
+                sched.regrouping = False
+                if not swapped and head.state is OperatorState.READY:
+                    sched.ready[head] = None       # it may have been made ready while held
+                    sched.cond.notify_all()
+
+    def _wait(self, reached: Callable[[], bool], what: str) -> None:
+        """Wait (lock held, released while waiting) until ``reached()``; refuse on shutdown or timeout."""
+        sched = self.sched
+        deadline = perf_counter() + REGROUP_TIMEOUT_S
+        while not reached():
+            if sched.shutdown_requested or sched.finished.is_set():
+                raise RegroupRefused("the run is shutting down")
+            left = deadline - perf_counter()
+            if left <= 0:
+                raise RegroupRefused(f"no safe point: waited {REGROUP_TIMEOUT_S} s for {what}")
+            sched.settled.wait(left)
+        if sched.shutdown_requested:
+            raise RegroupRefused("the run is shutting down")
+
+    def _check_can_regroup(self, old: list[Task], quiescent: list[Task]) -> None:
+        """Refuse a chain that ended its stream, or whose parts did not all start yet (lock held).
+
+        The ``quiescent`` tasks (no worker inside) release what their reorder buffer holds.
+        """
+        for t in old:
+            if t.state is _DONE or getattr(t, "_inputs_done", False):
+                raise RegroupRefused(f"{' → '.join(member_names(t))} has reached the end of its stream")
+            if t.opened != old[0].opened:
+                raise RegroupRefused("not every part of the chain has started yet")
+        for t in quiescent:
+            if t.shared and not _release_refused(t):
+                raise RegroupRefused(f"{t.name} still has outputs it cannot release in order")
+
+    def _drained(self, old: list[Task]) -> bool:
+        """Every buffer inside the chain empty, no worker inside it, nothing undelivered but at its end."""
+        for k, t in enumerate(old):
+            if k and (t.workers or t.inputs[0].count):
+                return False
+            if k < len(old) - 1 and _has_undelivered(t):
+                return False
+        return True
+
+    def _push_on(self, head: Task) -> None:
+        """Deliver what the held head produced into the next buffer (beyond its capacity if need be)."""
+        now = self.sched.now()
+        for buf, items, origin in _take_undelivered(head):
+            buf.force(items, origin, now)
+            if buf.owner.state is _READ_BLOCKED:
+                self.sched.make_ready_locked(buf.owner)
+
+    # -- the swap (lock held) ------------------------------------------------------------------------
+    def _swap(self, old: list[Task], groups: list[tuple[str, ...]]) -> None:
+        sched = self.sched
+        stats = {s.name: s for t in old for s in task_stats(t, perf_counter())}
+        members = _member_contexts(old, self.pool.contexts)
+        new = [self._make_task(g, stats, members, old[0].opened) for g in groups]
+        self._wire(old, new, stats)
+        new[-1].pending = _take_undelivered(old[-1])
+        for t in old:
+            sched.forget_locked(t)
+            t.state = _DONE                      # retired: nothing refers to it any more
+            self.pool.contexts.pop(t.name, None)
+        for t in new:
+            self.pool.contexts[t.name] = _task_context(t)
+            if t.opened:
+                t.context = self.pool.contexts[t.name]
+        at = sched.tasks.index(old[0])
+        sched.tasks = sched.tasks[:at] + new + [t for t in sched.tasks[at:] if t not in old]
+        sched.live += len(new) - len(old)
+        relink(sched.tasks)
+        for t in new:
+            sched.ready[t] = None
+        sched.cond.notify_all()
+        self.chains = self._chains_after(old, groups)
+
+    def _make_task(self, group: tuple[str, ...], stats: dict[str, OperatorStats],
+                   members: dict[str, tuple[_MemberView, Context]], opened: bool) -> Task:
+        """The task of one group: a chain (of one member or more) starting from its members' statistics."""
+        layout = self.layout
+        chain = FusedChain(group, [layout.instances[n] for n in group], [layout.specs[n] for n in group])
+        task = make_task(fused_name(group), chain, self._order[group[0]], batch_size=layout.batch_size,
+                         threads=self.pool.target, reorder=layout.reorder, partitioning=layout.partitioning,
+                         spec=chain.spec())
+        task.sched, task.now = self.sched, self.sched.now
+        for name in group:
+            members[name][0]._task = task          # the member's context now reads this task
+        chain.views = tuple(members[n][0] for n in group)
+        chain._contexts = tuple(members[n][1] for n in group)
+        _seed(task, chain, [stats[n] for n in group])
+        if opened:
+            chain._now = self.sched.now
+            chain._opened = len(group)
+            chain.bind_stages()
+            task.opened = True
+        return task
+
+    def _wire(self, old: list[Task], new: list[Task], stats: dict[str, OperatorStats]) -> None:
+        """The chain's input buffer to the first new task, a new buffer between new tasks, its outputs to the last."""
+        entry = old[0].inputs[0]
+        entry.owner = new[0]
+        new[0].inputs = [entry]
+        for a, b in zip(new, new[1:]):
+            first = member_names(b)[0]
+            buf = PortBuffer(b, 0, max(self.layout.max_queue_size, b.spec.input_capacity), f"{first}.in_(0)")
+            buf.capacity = max(buf.capacity, a.spec.output_capacity)
+            buf.writes = buf.reads = stats[first].tuples_in   # the port it replaces passed these
+            buf.publishers.append(a)
+            buf.open_publishers = 1
+            b.inputs = [buf]
+            a.outputs[0].append(buf)
+            a.sent[buf] = stats[member_names(a)[-1]].tuples_out
+        last, end = new[-1], old[-1]
+        last.outputs = end.outputs
+        last.sent = dict(end.sent)
+        for buf in (b for subs in end.outputs for b in subs):
+            buf.publishers = [last if p is end else p for p in buf.publishers]
+
+    def _chains_after(self, old: list[Task], groups: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+        gone = {member_names(t) for t in old}
+        chains = [c for c in self.chains if c not in gone] + [g for g in groups if len(g) > 1]
+        return tuple(sorted(chains, key=lambda c: self._order[c[0]]))
+
+
+def _seed(task: Task, chain: FusedChain, stats: list[OperatorStats]) -> None:
+    """Start ``task`` and its chain from the members' statistics so far: counts continue, never go back.
+
+    The chain's stage seconds start at each member's busy seconds, and the task's busy seconds at
+    their sum, so each member's share of the task's time is exactly its own at the switch.
+    """
+    chain._in = [s.tuples_in for s in stats]
+    chain._out = [s.tuples_out for s in stats]
+    chain._s = [s.busy_s for s in stats]
+    task.busy_s = sum(s.busy_s for s in stats)
+    task.cpu_s = sum(s.cpu_s for s in stats)
+    task.activations = max(s.activations for s in stats)
+    task.tuples_in, task.tuples_out = stats[0].tuples_in, stats[-1].tuples_out
+    task.read_blocked_s, task.write_blocked_s = stats[0].read_blocked_s, stats[-1].write_blocked_s
+
+
+def _member_contexts(old: list[Task], contexts: dict[str, Context]) -> dict[str, tuple[_MemberView, Context]]:
+    """Each member's view and the context it was (or will be) opened with.
+
+    A chain's members keep theirs. An operator that ran as its own task keeps the context
+    it was opened with, which from now on reads its task through a member view.
+    """
+    out: dict[str, tuple[_MemberView, Context]] = {}
+    for t in old:
+        chain = fused_chain(t)
+        if chain is not None and chain.views:
+            out.update((n, (v, c)) for n, v, c in zip(chain.names, chain.views, chain._contexts))
+            continue
+        view = _MemberView(t, t.name)
+        view.malformed = t.malformed
+        ctx = contexts.get(t.name)
+        if t.opened and ctx is not None:
+            ctx._task = view
+        else:
+            ctx = Context(view, [], [])  # type: ignore[arg-type]
+        out[t.name] = (view, ctx)
+    return out
+
+
+def _task_context(task: Task) -> Context:
+    inputs = [InputPort(b, task, i) for i, b in enumerate(task.inputs)]
+    return Context(task, inputs, [OutputPort(task, i) for i in range(len(task.outputs))])
+
+
+def _has_undelivered(task: Task) -> bool:
+    return bool(task.pending) or (task.shared and bool(task._outbox or task._refused))  # type: ignore[attr-defined]
+
+
+def _release_refused(task: Any) -> bool:
+    """Let a quiescent shared task's reorder buffer release every output it holds (into its outbox).
+
+    With no worker on the task every serial it numbered has been added or refused; retrying the
+    refused ones lowest first releases them all. False when something is still held back.
+    """
+    while task._refused:
+        before = len(task._refused)
+        task._retry_refused()
+        if len(task._refused) == before:
+            break
+    return not task._refused and task._reorder.next_serial == task._serial
+
+
+def _take_undelivered(task: Any) -> list[list[Any]]:
+    """What ``task`` produced but did not deliver, as one ``[buffer, items, origin]`` per buffer, in order.
+
+    Its pending output first, then (a shared task) its released outbox, counted as sent now.
+    """
+    entries = [list(e) for e in task.pending]
+    task.pending = []
+    if task.shared:
+        outbox = task._outbox
+        while outbox:
+            chunk = outbox.popleft()
+            origin = getattr(chunk, "origin", task.origin)
+            for buf in task.outputs[0]:
+                entries.append([buf, list(chunk), origin])
+                task.sent[buf] = task.sent.get(buf, 0) + len(chunk)
+    merged: dict[PortBuffer, list[Any]] = {}
+    for buf, items, origin in entries:
+        if buf in merged:
+            merged[buf][1].extend(items)
+        else:
+            merged[buf] = [buf, list(items), origin]
+    return list(merged.values())

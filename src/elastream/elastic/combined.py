@@ -4,7 +4,9 @@
 sets the thread level of every process, :class:`~elastream.elastic.ds2.DS2Controller`
 sizes replicas and names hot key groups. Each sees the same period; the trend
 controller untrusts its records whenever the replicas change, so the two do
-not read each other's changes as a change of load.
+not read each other's changes as a change of load. Given the flow's
+:class:`~elastream.elastic.fusion_rule.FusionPlan` (``fusion=``), the fusion
+rule follows the thread level with the fusion compilation would choose there.
 
 Threading: one instance per elastic loop, called from its thread.
 
@@ -20,6 +22,7 @@ from typing import Any
 
 from elastream.elastic.controller import Machine
 from elastream.elastic.ds2 import DS2Controller
+from elastream.elastic.fusion_rule import FusionPlan, FusionRule
 from elastream.elastic.trend import TrendController
 from elastream.elastic.utilization import UtilizationController
 from elastream.metrics.period import PeriodStats
@@ -33,14 +36,18 @@ class CombinedController:
 
     name = "auto"
 
-    def __init__(self, threads: str = "trend", **ds2_options: Any):
+    def __init__(self, threads: str = "trend", fusion: FusionPlan | None = None, **ds2_options: Any):
         if threads not in THREAD_CONTROLLERS:
             raise ValueError(f"unknown thread controller {threads!r}; choose one of {', '.join(THREAD_CONTROLLERS)}")
         self.threads = THREAD_CONTROLLERS[threads]()
         self.replicas = DS2Controller(**ds2_options)
+        #: Fuses as compilation would at the thread level in force (given the flow's plan: FusionPlan.of).
+        self.fusion = FusionRule(fusion) if fusion is not None else None
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
-        """The thread controller's decisions, then DS2's (one SetProcesses at most)."""
+        """The thread controller's decisions, then DS2's (one SetProcesses at most), then the fusion rule's."""
         decisions = self.threads.decide(period, levels, machine) + self.replicas.decide(period, levels, machine)
+        if self.fusion is not None:
+            decisions += self.fusion.decide(period, levels, machine)
         processes = [d for d in decisions if isinstance(d, SetProcesses)]
         return [d for d in decisions if not isinstance(d, SetProcesses)] + processes[:1]

@@ -37,7 +37,7 @@ from elastream.elastic.config import Elastic
 from elastream.metrics.period import PeriodStats, period_between
 from elastream.metrics.stats import FlowStats
 from elastream.metrics.timeline import Timeline
-from elastream.runtime.decisions import Applied, Decision, Levels, SetProcesses, SetReplicas, SetThreads
+from elastream.runtime.decisions import Applied, Decision, Fuse, Levels, SetProcesses, SetReplicas, SetThreads, Unfuse
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,10 +166,13 @@ class ElasticLoop:
 
 
 def is_supported(decision: Decision, levels: Levels) -> bool:
-    """True for decisions the backends apply while a flow runs: thread counts, and the active
-    replicas of an operator the run holds replicas of (the others are recorded as proposals)."""
+    """True for decisions the backends apply while a flow runs: thread counts, the active replicas
+    of an operator the run holds replicas of, and fusion in a one-process run (the threads backend
+    regroups its tasks, runtime.refuse); the others are recorded as proposals."""
     if isinstance(decision, SetThreads):
         return True
+    if isinstance(decision, (Fuse, Unfuse)):
+        return levels.processes == 1
     return isinstance(decision, SetReplicas) and decision.operator in levels.replicas
 
 
@@ -182,9 +185,24 @@ def levels_after(levels: Levels, applied: Sequence[Applied]) -> Levels:
     """``levels`` with the decisions that took effect folded in."""
     threads = list(levels.threads)
     replicas = dict(levels.replicas)
+    fused = list(levels.fused)
     for a in applied:
         if a.ok and isinstance(a.decision, SetThreads) and a.decision.process < len(threads):
             threads[a.decision.process] = a.decision.threads
         elif a.ok and isinstance(a.decision, SetReplicas) and a.decision.operator in replicas:
             replicas[a.decision.operator] = a.decision.count
-    return replace(levels, threads=tuple(threads), replicas=replicas)
+        elif a.ok and isinstance(a.decision, (Fuse, Unfuse)):
+            fused = _fused_after(fused, a.decision)
+    return replace(levels, threads=tuple(threads), replicas=replicas, fused=tuple(fused))
+
+
+def _fused_after(fused: list[tuple[str, ...]], decision: Fuse | Unfuse) -> list[tuple[str, ...]]:
+    """The fused chains once ``decision`` took effect: an un-fused chain leaves; a fused one replaces the
+    chains inside it, where the first of them was (at the end when none was)."""
+    chain = tuple(decision.chain)
+    if isinstance(decision, Unfuse):
+        return [c for c in fused if c != chain]
+    inside = [i for i, c in enumerate(fused) if set(c) <= set(chain)]
+    at = inside[0] if inside else len(fused)
+    kept = [c for i, c in enumerate(fused) if i not in inside]
+    return kept[:at] + [chain] + kept[at:] if chain not in kept else kept

@@ -1,6 +1,6 @@
 """Operator fusion: a chain of stateless function operators runs as one task (Flink's chaining, IBM Streams' fusion).
 
-Role: a compile pass (:mod:`~elastream.runtime.refuse` regroups chains of a running flow). :func:`find_chains` finds the maximal chains of
+Role: a compile pass (runtime.refuse regroups a running flow). :func:`find_chains` finds the maximal chains of
 consecutive operators that may fuse (:func:`fusable`: stateless, driven batch
 by batch, one input and one output, no control input, not a replica) linked
 by a connection that is the upstream's only output and the downstream's only

@@ -55,7 +55,8 @@ from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.compile import make_task, relink
 from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.runtime.decisions import Fuse, Unfuse
-from elastream.runtime.fusion import FusedChain, _MemberView, find_chains, fusable, fused_chain, fused_name, member_names
+from elastream.runtime.fusion import (FusedChain, _MemberView, find_chains, fusable, fused_chain, fused_name,
+                                      member_names)
 from elastream.runtime.snapshot import task_stats
 from elastream.runtime.states import OperatorState
 
@@ -122,6 +123,8 @@ class Regrouper:
         if task is None or fused_chain(task) is None:
             running = ", ".join(" → ".join(c) for c in self.chains) or "none"
             raise RegroupRefused(f"no running fused chain is {' → '.join(chain)} (fused now: {running})")
+        if any(n not in self.layout.instances for n in chain):
+            raise RegroupRefused(f"{' → '.join(chain)} is one operator of the flow (a replication unit)")
         return [task], self.split(chain, self.pool.target)
 
     def split(self, chain: tuple[str, ...], threads: int) -> list[tuple[str, ...]]:
@@ -152,8 +155,9 @@ class Regrouper:
             if not tasks or tasks[-1] is not task_of[name]:
                 tasks.append(task_of[name])
         if tuple(n for t in tasks for n in member_names(t)) != chain:
-            raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: it splits a task of "
-                                 f"{' → '.join(next(member_names(t) for t in tasks if not set(member_names(t)) <= set(chain)))}")
+            apart = [" → ".join(member_names(t)) for t in tasks if not set(member_names(t)) <= set(chain)]
+            raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: its operators are not whole tasks in flow order"
+                                 + (f" ({apart[0]} runs as one task)" if apart else ""))
         self._check_fusable(chain, tasks)
         return tasks, [chain]
 

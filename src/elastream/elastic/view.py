@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from elastream.metrics.period import OperatorPeriod, PeriodStats
 from elastream.ordered.replicate import SEP, parse_replica_name
 from elastream.runtime.decisions import Levels
+from elastream.runtime.fusion import fused_name
 
 #: Kinds whose operators may run as several instances (ordered-multicore §1.1).
 PARALLEL_KINDS = frozenset({"stateless", "partitioned"})
@@ -218,11 +219,17 @@ def flow_view(period: PeriodStats, levels: Levels | None = None) -> FlowView:
 
 
 def _chain_index(fused: Iterable[tuple[str, ...]], operators: dict[str, OperatorPeriod]) -> dict[str, str]:
-    """Member name → its chain's unit name (the first member), for chains whose members are all reported."""
+    """Member name → its chain's unit name (the first member), for chains whose members are all reported.
+
+    A chain run as one replicated operator named after its members (``"a+b+c#0"``…,
+    elastic.units) is that unit: its members' own statistics are folded into it.
+    """
     index: dict[str, str] = {}
     known = {logical_name(n) for n in operators}
     for chain in fused:
-        if chain and all(member in known for member in chain):
+        if fused_name(chain) in known:
+            index.update((member, fused_name(chain)) for member in chain)
+        elif chain and all(member in known for member in chain):
             for member in chain:
                 index[member] = chain[0]
     return index

@@ -35,6 +35,7 @@ import cloudpickle
 from elastream.processes.control import apply_in_part
 from elastream.processes.end_signal import EndSignal
 from elastream.processes.forkserver import set_up_fork_server
+from elastream.processes.fused_members import replicated_chains, with_members
 from elastream.processes.messages import (Control, Done, Failed, Final, ParentMessage, RingsReady, Shutdown,
                                           Started, Stats, receive, send)
 
@@ -91,20 +92,26 @@ def child_main(index: int, payload: bytes, conn: Any, environ: dict[str, str] | 
         return
     send(conn, Started(os.getpid()))
     # Snapshots cost ~0.5 ms of this process's CPU (and a GIL switch): a few per second suffice.
-    loop = _ControlLoop(conn, handle, max(spec.config.scheduling.stats_period_ms / 1000.0, STATS_TO_PARENT_S))
+    chains = replicated_chains(spec.operators)
+    loop = _ControlLoop(conn, handle, max(spec.config.scheduling.stats_period_ms / 1000.0, STATS_TO_PARENT_S),
+                        chains)
     for message in early:
         loop.dispatch(message)
     loop.run()
-    send(conn, final_message(handle, f"<process {index}>"))
+    send(conn, final_message(handle, f"<process {index}>", chains))
 
 
-def final_message(handle: Any, where: str) -> Final:
-    """Wait for a part's threads handle and describe how it ended (``where`` names a failure outside operators)."""
+def final_message(handle: Any, where: str, chains: dict[str, tuple[str, ...]] | None = None) -> Final:
+    """Wait for a part's threads handle and describe how it ended (``where`` names a failure outside operators).
+
+    ``chains``: the replicas of fused chains the part runs, whose members its statistics list too.
+    """
+    chains = chains or {}
     try:
         result = handle.wait()
     except BaseException as exc:  # noqa: BLE001 - reported as the part's failure
-        return Failed.of(exc, handle.stats(), where)
-    return Done(result.outputs, result.stats, result.shutdown)
+        return Failed.of(exc, with_members(handle.stats(), handle, chains), where)
+    return Done(result.outputs, with_members(result.stats, handle, chains), result.shutdown)
 
 
 def adopt_environment(environ: dict[str, str]) -> None:
@@ -136,12 +143,17 @@ def _wait_for_rings(conn: Any) -> list[ParentMessage] | None:
 
 
 class _ControlLoop:
-    """Obey the parent and send statistics every ``period`` until the flow ends (or the parent is gone)."""
+    """Obey the parent and send statistics every ``period`` until the flow ends (or the parent is gone).
 
-    def __init__(self, conn: Any, handle: Any, period: float):
+    ``chains`` (replica name → member names) are the replicated fused chains the part runs:
+    its statistics list their members too (:mod:`~elastream.processes.fused_members`).
+    """
+
+    def __init__(self, conn: Any, handle: Any, period: float, chains: dict[str, tuple[str, ...]] | None = None):
         self.conn = conn
         self.handle = handle
         self.period = period
+        self.chains = chains or {}
         self._handlers = {Shutdown: self._on_shutdown, Control: self._on_control, RingsReady: self._on_rings}
 
     def run(self) -> None:
@@ -160,11 +172,15 @@ class _ControlLoop:
                     while self.conn.poll():
                         self.dispatch(receive(self.conn))
                 if perf_counter() >= next_stats and not self.handle.done:
-                    send(self.conn, Stats(self.handle.stats()))
+                    send(self.conn, self.stats())
                     next_stats = perf_counter() + self.period
             except (EOFError, OSError):
                 self.handle.request_shutdown()  # the parent is gone: stop, nobody will read results
                 return
+
+    def stats(self) -> Stats:
+        """The part's statistics message now."""
+        return Stats(with_members(self.handle.stats(), self.handle, self.chains))
 
     def dispatch(self, message: ParentMessage) -> None:
         """Hand ``message`` to its handler."""
@@ -176,7 +192,7 @@ class _ControlLoop:
     def _on_control(self, message: Control) -> None:
         result = apply_in_part(self.handle, message.decision)
         # The statistics first: once the parent has the answer, its view already shows the change.
-        send(self.conn, Stats(self.handle.stats()))
+        send(self.conn, self.stats())
         send(self.conn, replace(result, ticket=message.ticket))
 
     def _on_rings(self, message: RingsReady) -> None:

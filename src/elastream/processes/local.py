@@ -29,6 +29,7 @@ from typing import Any
 from elastream.metrics.stats import FlowStats
 from elastream.processes.control import apply_in_part
 from elastream.processes.end_signal import EndSignal
+from elastream.processes.fused_members import replicated_chains, with_members
 from elastream.processes.messages import ControlResult, Done, Failed, Final
 from elastream.processes.spec import ChildSpec, build_child_flow
 from elastream.runtime.decisions import Decision
@@ -45,6 +46,8 @@ class LocalPart:
         self.final: Final | None = None
         """How the part ended, once collected."""
         self.handle: Any = None
+        #: The replicas of fused chains the part runs: its statistics list their members too.
+        self.chains = replicated_chains(spec.operators)
         if not spec.operators:
             self.final = Done()  # a placement may leave part 0 empty
             self._ended = EndSignal.already_set()
@@ -78,9 +81,9 @@ class LocalPart:
             try:
                 result = self.handle.wait(timeout)
             except BaseException as error:  # noqa: BLE001 - reported as the run's failure
-                self.final = Failed.of(error, self.handle.stats(), "<process 0>", keep=True)
+                self.final = Failed.of(error, self._with_members(self.handle.stats()), "<process 0>", keep=True)
             else:
-                self.final = Done(result.outputs, result.stats, result.shutdown)
+                self.final = Done(result.outputs, self._with_members(result.stats), result.shutdown)
             finally:
                 self._ended.close()
         return self.final.error if isinstance(self.final, Failed) else None
@@ -98,7 +101,10 @@ class LocalPart:
         """The part's latest statistics (None before it started)."""
         if self.final is not None:
             return self.final.stats
-        return self.handle.stats() if self.handle is not None else None
+        return self._with_members(self.handle.stats()) if self.handle is not None else None
+
+    def _with_members(self, stats: FlowStats) -> FlowStats:
+        return with_members(stats, self.handle, self.chains)
 
     def control(self, decision: Decision) -> ControlResult:
         """Apply ``decision`` to the running part now (the caller's thread is its control point)."""

@@ -2,27 +2,31 @@
 
 The parent of a multi-process run shows the run as one flow: the operators of
 every part (ring proxies left out), every part's worker threads renumbered,
-and traffic into a ring credited to the operator behind it.
+and traffic into a ring credited to the operator behind it. An operator that
+several parts list (a member of a fused chain replicated across processes,
+:mod:`~elastream.processes.fused_members`) is listed once, its instances summed.
 
 Threading: pure functions of immutable snapshots; called from any thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
 from elastream.metrics.stats import FlowStats, OperatorStats
+from elastream.processes.fused_members import add_operator_stats
 from elastream.processes.spec import is_proxy
 
 
 def merge_stats(parts: Sequence[FlowStats | None], elapsed_s: float, threads: int,
-                assignment: Mapping[str, int], proxy_targets: Mapping[str, str]) -> FlowStats:
+                order: Iterable[str], proxy_targets: Mapping[str, str]) -> FlowStats:
     """One FlowStats from the per-process ones (None: a part that has not reported yet).
 
     Traffic sent to a ring proxy is credited to the real operator behind the
     ring (``proxy_targets``: sender proxy name → destination operator).
-    Operators come in ``assignment``'s order.
+    Operators come in ``order`` (names; others are left out); one listed by
+    several parts is summed.
 
     Example: ``merge_stats([None, None], 0.0, 2, {}, {}).operators == {}``
     """
@@ -35,10 +39,12 @@ def merge_stats(parts: Sequence[FlowStats | None], elapsed_s: float, threads: in
         policy = part.policy
         for name, op in part.operators.items():
             if not is_proxy(name):
-                operators[name] = _credit_proxies(op, proxy_targets)
+                op = _credit_proxies(op, proxy_targets)
+                known = operators.get(name)
+                operators[name] = op if known is None else add_operator_stats(known, op)
         for w in part.workers:
             workers.append(replace(w, index=len(workers)))
-    ordered = {name: operators[name] for name in assignment if name in operators}
+    ordered = {name: operators[name] for name in order if name in operators}
     return FlowStats(elapsed_s=elapsed_s, threads=threads, policy=policy, operators=ordered,
                      workers=tuple(workers))
 

@@ -12,7 +12,8 @@ warmed up what a worker needs; while they boot, this process creates the rings
 ``RingsReady``, and starts part 0. Teardown: the rings are unlinked as soon as
 every part has reported its end, while the workers exit; every worker is
 joined on every exit path (normal end, an operator's failure, a killed worker,
-Ctrl-C in the caller's wait, a failed start).
+Ctrl-C in the caller's wait, a failed start, an interpreter exit while the run
+goes on: :mod:`~elastream.processes.live_runs`).
 
 Misuse fails before anything starts: a run started at the main script's top
 level without ``if __name__ == "__main__":`` (:mod:`~elastream.processes.main_guard`:
@@ -46,10 +47,10 @@ from typing import Any
 from elastream.errors import ElastreamError, OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
-from elastream.processes import forkserver
+from elastream.processes import forkserver, live_runs
 from elastream.processes.child import child_main
 from elastream.processes.control import PendingReplies, target_process
-from elastream.processes import live_runs
+from elastream.processes.fused_members import listed_operators, run_chains
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
@@ -129,6 +130,10 @@ class ProcessRunHandle:
         self._children: list[_Child] = []
         self._local: LocalPart | None = None
         self._replies = PendingReplies()
+        self._fused: tuple[tuple[str, ...], ...] | None = None
+        operators = {name: handle.operator for name, handle in self.run_flow.operators.items()}
+        #: Every name stats() lists, with its operator: a replicated fused chain's members too.
+        self._listed = listed_operators(operators, self.assignment)
         self._handlers = {Started: self._on_started, Stats: self._on_stats, ControlResult: self._on_control_result,
                           Done: self._on_final, Failed: self._on_final}
         self._start()
@@ -143,6 +148,7 @@ class ProcessRunHandle:
         ring_names = {edge: SharedRing.new_name() for edge, *_ in cross_edges(self.run_flow, self.assignment)}
         try:
             specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, self.config.for_part())
+            self._specs = specs
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
             # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
             # waits for RingsReady before it attaches any.
@@ -407,6 +413,14 @@ class ProcessRunHandle:
         return local + [c.process.pid for c in self._children]
 
     @property
+    def fused(self) -> tuple[tuple[str, ...], ...]:
+        """The chains running as one task each (member names in flow order): those fused into one operator
+        before the run (``elastic.units``; replicated as ``"a+b+c#0"``…), then those each part fuses."""
+        if self._fused is None:
+            self._fused = run_chains((h.operator for h in self.run_flow.operators.values()), self._specs)
+        return self._fused
+
+    @property
     def threads(self) -> int:
         """Worker threads per process, as the run was started."""
         return self.config.threads
@@ -448,15 +462,16 @@ class ProcessRunHandle:
     def stats(self) -> FlowStats:
         """Merged statistics of every worker process (proxies left out), listing every operator.
 
-        An operator whose worker has not reported yet (each reports a few times a second) is
-        listed with zero counts in state ``ready``.
+        A fused chain replicated across processes is listed as its replicas (``"a+b+c#0"``…,
+        which controllers size by the unit's name) and as its members ``a``, ``b``, ``c``,
+        each summed over the replicas. An operator whose worker has not reported yet (each
+        reports a few times a second) is listed with zero counts in state ``ready``.
         """
         merged = merge_stats(self.part_stats(), perf_counter() - self._started,
-                             self.config.threads * self.processes, self.assignment, self._proxy_targets)
-        if len(merged.operators) == len(self.assignment):
-            return merged  # every part has reported (the assignment has no proxies)
-        operators = {name: merged.operators.get(name) or not_reported(name, self.run_flow[name].operator)
-                     for name in self.assignment}
+                             self.config.threads * self.processes, self._listed, self._proxy_targets)
+        if len(merged.operators) == len(self._listed):
+            return merged  # every part has reported
+        operators = {name: merged.operators.get(name) or not_reported(name, op) for name, op in self._listed.items()}
         return replace(merged, operators=operators)
 
     def part_stats(self) -> list[FlowStats | None]:

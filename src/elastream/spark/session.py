@@ -18,6 +18,13 @@ caller's ``conf`` does not set the key. Logs are quietened by a log4j2
 configuration (level ERROR) written once into the temp folder and handed to
 the driver JVM at launch, unless the user already passes driver Java options.
 
+A session for a master that is not local gets the elastream package shipped
+to its executors (:func:`elastream.spark.shipping.ship_package`, a zip of its
+pure-Python files added with ``addPyFile``); the streaming translation checks
+the executors' Python before its first query
+(:func:`elastream.spark.executors.check_executors`). A standalone master on
+loopback (``spark://127.0.0.1:…``) binds the driver to loopback too.
+
 Threading: :func:`get_session` may be called from any thread; the session it
 returns is shared process-wide (Spark allows one active local SparkContext per
 process) and cached until :func:`stop_session`.
@@ -32,6 +39,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -39,6 +47,8 @@ import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from elastream.spark.shipping import ship_package
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -144,13 +154,15 @@ def _build(target: str, master: str | None, remote: str | None, conf: dict[str, 
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
+    # Local mode needs no routable address; binding to loopback avoids Spark's hostname warning. A master on
+    # loopback (a test cluster on this machine) reaches the driver there too, and no traffic leaves it.
+    if not remote and (target.startswith("local") or _is_loopback_master(target)):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if remote:
         builder = builder.remote(remote)
     elif master or not configured_master():
         builder = builder.master(target)
-        # Local mode needs no routable address; binding to loopback avoids Spark's hostname warning.
         if target.startswith("local"):
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             # Python workers otherwise start with the `python3` on PATH, which may lack pyarrow and
             # elastream (Python UDFs, mapInArrow, applyInPandasWithState): use this interpreter.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -159,9 +171,17 @@ def _build(target: str, master: str | None, remote: str | None, conf: dict[str, 
             continue  # the server owns its JVM settings
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    if quiet and not remote:
-        session.sparkContext.setLogLevel("ERROR")
+    if not remote:
+        if quiet:
+            session.sparkContext.setLogLevel("ERROR")
+        ship_package(session)  # executors elsewhere have no elastream of their own (a no-op for local masters)
     return session
+
+
+def _is_loopback_master(master: str) -> bool:
+    """Whether ``master`` is a standalone master on this machine's loopback (``spark://127.0.0.1:7077``)."""
+    host = re.match(r"spark://([^:/,]+)", master)
+    return host is not None and host.group(1) in ("127.0.0.1", "localhost")
 
 
 def _is_alive(session: Any) -> bool:

@@ -19,31 +19,10 @@ from elastream.elastic.fusion_rule import RETRY_PERIODS, FusionPlan, FusionRule
 from elastream.elastic.loop import ElasticLoop, is_supported, levels_after
 from elastream.metrics.period import OperatorPeriod, PeriodStats
 from elastream.runtime.decisions import Applied, Fuse, Levels, SetReplicas, SetThreads, Unfuse
+from gated_source import Gated
 
 CHAIN = ("a", "b", "slow", "c", "d")
 GATE_WAIT_S = 20.0
-
-
-class Gated(es.Operator):
-    """A source of 0..n-1 that waits, before each gate's position, until the test opens it.
-
-    It waits through the scheduler's poller (``wait_external``), holding no worker, so the rest of
-    the flow drains meanwhile.
-    """
-
-    def __init__(self, n: int, gates: dict[int, threading.Event]):
-        super().__init__(inputs=0, outputs=1)
-        self.n, self.gates = n, gates
-
-    async def process(self, ctx) -> None:
-        cuts = sorted(g for g in self.gates if 0 <= g < self.n) + [self.n]
-        start = 0
-        for cut in cuts:
-            for i in range(start, cut, 8):
-                await ctx.outputs[0].push_many(range(i, min(i + 8, cut)))
-            if cut < self.n:
-                await ctx.wait_external(self.gates[cut].is_set)
-            start = cut
 
 
 def chain_flow(items, fail_at: int | None = None) -> es.Flow:

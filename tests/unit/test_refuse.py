@@ -18,6 +18,7 @@ from elastream.elastic.config import Elastic
 from elastream.elastic.fusion_rule import RETRY_PERIODS, FusionPlan, FusionRule
 from elastream.elastic.loop import ElasticLoop, is_supported, levels_after
 from elastream.metrics.period import OperatorPeriod, PeriodStats
+from elastream.runtime import refuse
 from elastream.runtime.decisions import Applied, Fuse, Levels, SetReplicas, SetThreads, Unfuse
 from gated_source import Gated
 
@@ -195,6 +196,30 @@ def test_a_shutdown_or_an_error_while_an_unfuse_waits_ends_the_run_cleanly(threa
     assert [(a.ok, a.why) for a in answers] == [(False, "the run is shutting down")]
     assert handle.fused == (("a", "b", "c"),)
     assert not any(w.alive for w in handle.pool.workers)
+
+
+def test_a_regroup_that_finds_no_safe_point_in_time_changes_nothing(monkeypatch):
+    """A worker stays inside the chain past the timeout: the un-fuse is refused and the run goes on unchanged."""
+    monkeypatch.setattr(refuse, "REGROUP_TIMEOUT_S", 0.2)
+    entered, leave = threading.Event(), threading.Event()
+
+    def hold(x):
+        if x == 50:
+            entered.set()
+            leave.wait(GATE_WAIT_S)
+        return x
+
+    flow = es.Flow("stuck")
+    (flow.source(range(2000), name="src").map(abs, name="a").map(hold, name="b").sink(es.ops.Collect(), name="out"))
+    handle = es.Runner(threads=1, elastic=False, batch_size=8, max_queue_size=32).start(flow)
+    try:
+        assert entered.wait(GATE_WAIT_S)
+        [applied] = handle.submit([Unfuse(("a", "b"))])
+    finally:
+        leave.set()
+    assert (applied.ok, applied.why) == (False, "no safe point: waited 0.2 s for a worker to leave it")
+    assert handle.wait(timeout=30).outputs["out"] == list(range(2000))
+    assert handle.fused == (("a", "b"),) and not handle.sched.held
 
 
 # -- the elastic loop ----------------------------------------------------------------------------------

@@ -67,8 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.task import Task
     from elastream.runtime.workers import WorkerPool
 
-#: The longest a regroup waits for its safe point (a worker to leave the chain, or the chain to drain).
-REGROUP_TIMEOUT_S = 5.0
+#: The longest a regroup waits for its safe point (a worker to leave the chain, or the chain to drain):
+#: a few elastic periods. A chain whose end waits on something its held head feeds (a join downstream
+#: that also needs the head's upstream's other output) cannot drain; the Fuse is then refused.
+REGROUP_TIMEOUT_S = 2.0
 
 _DONE = OperatorState.COMPLETED
 _READ_BLOCKED = OperatorState.READ_BLOCKED

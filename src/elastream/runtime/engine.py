@@ -82,6 +82,11 @@ class ThreadRunHandle:
         return self.pool.resize(n)
 
     @property
+    def _tasks(self) -> list:
+        """The tasks running now (a regroup replaces some: runtime.refuse)."""
+        return self.sched.tasks
+
+    @property
     def fused(self) -> tuple[tuple[str, ...], ...]:
         """The chains of operators running as one task each now (member names in flow order)."""
         return self._regrouper.chains

@@ -58,7 +58,7 @@ GIL makes safe without locks.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from time import perf_counter
 from typing import Any
@@ -232,31 +232,34 @@ class RateMeter:
         self.rates[r] = sample if old is None else RATE_WEIGHT * sample + (1 - RATE_WEIGHT) * old
 
 
-def choose_moves(rates: list[float | None], table: list[int], load: list[int]) -> list[tuple[int, int, int]]:
+def choose_moves(rates: list[float | None], table: list[int], load: list[int],
+                 active: Collection[int] | None = None) -> list[tuple[int, int, int]]:
     """Partitions to move now, as ``(partition, source, target)`` triples (possibly none).
 
-    Replica ``r`` should carry ``rates[r] / sum(rates)`` of the recent
-    ``load``. When the replica with the most excess carries at least
-    :data:`SLACK` of the load too much, its partitions go to the replica with
-    the least, largest first, each only while it brings the two closer to
-    their shares (so one move overshoots by less than one partition — below
-    SLACK, and nothing swings back); the source keeps at least one partition.
-    Nothing moves while a rate is unknown.
+    Replica ``r`` of ``active`` (default: every replica) should carry
+    ``rates[r] / sum(rates)`` of the recent ``load``. When the replica with
+    the most excess carries at least :data:`SLACK` of the load too much, its
+    partitions go to the replica with the least, largest first, each only
+    while it brings the two closer to their shares (so one move overshoots by
+    less than one partition — below SLACK, and nothing swings back); the
+    source keeps at least one partition. Nothing moves while an active
+    replica's rate is unknown.
 
     Example: ``choose_moves([1.0, 3.0], [0, 0, 0, 1], [10] * 4)`` → ``[(1, 0, 1), (2, 0, 1)]``
     """
-    if not rates or any(r is None or r <= 0 for r in rates):
+    chosen = list(range(len(rates))) if active is None else sorted(active)
+    if not chosen or any(rates[r] is None or rates[r] <= 0 for r in chosen):  # type: ignore[operator]
         return []
     owned = [0] * len(rates)
     for p, r in enumerate(table):
         if r >= 0:
             owned[r] += load[p]
-    total, capacity = sum(owned), sum(rates)  # type: ignore[arg-type]
+    total, capacity = sum(owned[r] for r in chosen), sum(rates[r] for r in chosen)  # type: ignore[misc]
     if total <= 0:
         return []
-    excess = [owned[r] - total * rate / capacity for r, rate in enumerate(rates)]  # type: ignore[operator]
-    source = max(range(len(rates)), key=excess.__getitem__)
-    target = min(range(len(rates)), key=excess.__getitem__)
+    excess = {r: owned[r] - total * rates[r] / capacity for r in chosen}  # type: ignore[operator]
+    source = max(chosen, key=excess.__getitem__)
+    target = min(chosen, key=excess.__getitem__)
     budget = min(excess[source], -excess[target])
     if source == target or budget < SLACK * total:
         return []
@@ -266,6 +269,56 @@ def choose_moves(rates: list[float | None], table: list[int], load: list[int]) -
         if load[p] < 2 * budget:  # then |budget - load| < budget: the shares get closer
             moves.append((p, source, target))
             budget -= load[p]
+    return moves
+
+
+def handover_moves(table: list[int], load: list[int], leaving: int,
+                   active: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Moves that give every partition of replica ``leaving`` to the ``active`` ones, evening out their load.
+
+    Largest partitions first, each to the active replica with the least load so far (partitions
+    with no recent load count as one tuple, so that they spread too).
+    """
+    owned = {r: 0 for r in active}
+    for p, r in enumerate(table):
+        if r in owned:
+            owned[r] += load[p]
+    moves = []
+    for p in sorted((p for p, r in enumerate(table) if r == leaving), key=lambda p: (-load[p], p)):
+        target = min(active, key=owned.__getitem__)
+        owned[target] += max(1, load[p])
+        moves.append((p, leaving, target))
+    return moves
+
+
+def joining_moves(rates: list[float | None], table: list[int], load: list[int], joining: Collection[int],
+                  active: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Moves that give replicas ``joining`` (no rate measured yet) their share of the recent load at once.
+
+    A joining replica is taken to be as fast as the mean of the measured
+    ones (all equal when none is measured): DS2's one step instead of one
+    partition per decision; the rates then correct the shares. Largest
+    partitions first, from whichever replica carries the most above its share.
+    """
+    known = [r for r in (rates[i] for i in active if i not in joining) if r]
+    assumed = sum(known) / len(known) if known else 1.0
+    speed = {r: (assumed if r in joining or not rates[r] else rates[r]) for r in active}
+    total = sum(load[p] for p, r in enumerate(table) if r in speed)
+    share = {r: total * speed[r] / sum(speed.values()) for r in active}
+    owned = {r: 0.0 for r in active}
+    for p, r in enumerate(table):
+        if r in owned:
+            owned[r] += load[p]
+    moves = []
+    for p in sorted((p for p, r in enumerate(table) if r in owned and r not in joining and load[p] > 0),
+                    key=lambda p: (-load[p], p)):
+        source = table[p]
+        target = min(joining, key=lambda r: owned[r] - share[r])
+        gap = min(owned[source] - share[source], share[target] - owned[target])
+        if load[p] < 2 * gap:  # the two get closer to their shares
+            moves.append((p, source, target))
+            owned[source] -= load[p]
+            owned[target] += load[p]
     return moves
 
 
@@ -290,6 +343,8 @@ class SplitBalancing:
     _direction: tuple[int, int] | None
     _next_check: float
     _next_decision: float
+    _active: list[int]
+    _requested: list[int] | None
 
     def _enqueue(self, r: int, msg: tuple, tuples: int) -> None:
         raise NotImplementedError
@@ -316,12 +371,15 @@ class SplitBalancing:
         No decision while a move is still on its way (its tuples are held), nor
         on an imbalance seen only once (one period's rates may be a burst).
         """
+        if self._requested is not None and not self._moves:
+            self._apply_active(self._requested)
+            await self._flush(outs)
         now = perf_counter()
         if now < self._next_check:
             return
         self._next_check = now + CHECK_S
         link = self.link
-        if not all(link.done):  # type: ignore[union-attr]
+        if not all(link.done[r] for r in self._active):  # type: ignore[union-attr]
             # A replica still starting (its process booting) has no rate yet: judge only once all run.
             self._next_decision = now + DECIDE_S
             return
@@ -331,13 +389,26 @@ class SplitBalancing:
         if now < self._next_decision or self._moves:
             return
         self._next_decision = now + DECIDE_S
-        moves = choose_moves(self._meter.update(), self.table, self._load)
+        moves = choose_moves(self._meter.update(), self.table, self._load, self._active)
         self._load = [n // 2 for n in self._load]  # recent load: older tuples count less at every decision
         direction = (moves[0][1], moves[0][2]) if moves else None
         moves, self._direction = (moves if direction is not None and direction == self._direction else []), direction
         if moves:
             self._start_moves(moves)
             await self._flush(outs)
+
+    def _apply_active(self, active: list[int]) -> None:
+        """Make ``active`` the replicas that own key groups: those leaving hand theirs over, those joining
+        get their share at once (their key groups' state moves with them, as in any move)."""
+        before, self._active, self._requested = self._active, active, None
+        moves = [m for r in before if r not in active for m in handover_moves(self.table, self._load, r, active)]
+        joining = [r for r in active if r not in before]
+        if joining:
+            moves += joining_moves(self._meter.rates, self.table, self._load, joining, active)
+        for source in sorted({m[1] for m in moves}):
+            self._start_moves([m for m in moves if m[1] == source])
+        self._direction = None
+        self._next_decision = perf_counter() + DECIDE_S
 
     def _balance_end(self) -> None:
         """Once the input has ended: move queued partitions from the replica that would finish last to the
@@ -348,15 +419,15 @@ class SplitBalancing:
         a move counts from then on; each partition moves only if the later of the two finishes gets earlier.
         """
         now = perf_counter()
-        measured = self._meter.rates
-        if now < self._next_check or any(r is None or r <= 0 for r in measured):
+        measured, active = self._meter.rates, self._active
+        if now < self._next_check or len(active) < 2 or any(not measured[r] for r in active):
             return
         self._next_check = now + CHECK_S
-        rates = [float(r) for r in measured]  # type: ignore[arg-type]
+        rates = [float(r or 0.0) for r in measured]
         backlog = self.link.backlog()  # type: ignore[union-attr]
-        finish = [(b + q) / r for b, q, r in zip(backlog, self._queued, rates)]
-        source = max(range(len(finish)), key=finish.__getitem__)
-        target = min(range(len(finish)), key=finish.__getitem__)
+        finish = {r: (backlog[r] + self._queued[r]) / rates[r] for r in active}
+        source = max(active, key=finish.__getitem__)
+        target = min(active, key=finish.__getitem__)
         if finish[source] - finish[target] < CHECK_S or not self._queued[source]:
             return
         queued = self._queued_by_partition(source)

@@ -21,7 +21,7 @@ Threading: pure functions of the flow, called from the thread that starts a run.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from elastream.errors import FlowValidationError
@@ -111,7 +111,8 @@ def check_ends_linked(name: str, op: Operator, link: SplitMergeLink | None) -> N
 def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None = None,
                    reorder: str = "nonblocking", reorder_capacity: int = DEFAULT_REORDER_CAPACITY,
                    linked: Collection[str] | None = None,
-                   local: Mapping[str, Collection[int]] | None = None, window_s: float | None = None) -> Flow:
+                   local: Mapping[str, Collection[int]] | None = None, window_s: float | None = None,
+                   active: Mapping[str, Sequence[int]] | None = None) -> Flow:
     """A new flow where each operator named in ``replicas`` runs as split → replicas → ordered merge.
 
     The original flow is left untouched; every replica gets its own instance
@@ -124,7 +125,9 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
     backlogs and balances the replicas (moving key groups with their state);
     ``local`` names, per operator, the replicas placed in the split's process
     (the link gives them a shorter backlog: the split refills them at once); ``window_s`` is the
-    work a remote replica may have in hand (see :class:`~elastream.ordered.rebalance.SplitMergeLink`).
+    work a remote replica may have in hand (see :class:`~elastream.ordered.rebalance.SplitMergeLink`);
+    ``active`` names, per operator, the replicas that take work from the start (default: all; the
+    others are held ready until :meth:`~elastream.ordered.split.OrderedSplit.set_active` adds them).
 
     Example::
 
@@ -142,7 +145,7 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
         link = (SplitMergeLink(count, local=(local or {}).get(name, ()), window_s=window_s)
                 if linked is None or name in linked else None)
         check_ends_linked(name, op, link)
-        split = out.add(_split_for(op.spec(), count, chunk, link), name=split_name(name))
+        split = out.add(_split_for(op.spec(), count, chunk, link, (active or {}).get(name)), name=split_name(name))
         merge = out.add(OrderedMerge(reorder, reorder_capacity, link=link), name=merge_name(name))
         for r in range(count):
             replica = out.add(OrderedReplica(_copy(name, op), r, origin=name), name=replica_name(name, r))
@@ -155,11 +158,19 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
     return out
 
 
-def _split_for(spec: OperatorSpec, count: int, chunk: int | None, link: SplitMergeLink | None) -> OrderedSplit:
-    """The split in front of ``count`` replicas of an operator: by key over its key groups when partitioned."""
+def _split_for(spec: OperatorSpec, count: int, chunk: int | None, link: SplitMergeLink | None,
+               active: Sequence[int] | None = None) -> OrderedSplit:
+    """The split in front of ``count`` replicas of an operator: by key over its key groups when partitioned.
+
+    ``active``: the replicas that take work from the start, when the split can add the others later
+    (a keyed split only with a link and movable state: its key groups must move there with their state).
+    """
     keyed = spec.kind is Kind.PARTITIONED
+    if keyed and (link is None or not spec.movable_state):
+        active = None
     return OrderedSplit(count, key=spec.key if keyed else None, partitions=spec.key_groups if keyed else 1,
-                        chunk=chunk, link=link, moves=spec.movable_state, track_keys=spec.on_end is not None)
+                        chunk=chunk, link=link, moves=spec.movable_state, track_keys=spec.on_end is not None,
+                        active=active)
 
 
 def _copy(name: str, op: Any) -> Any:

@@ -67,7 +67,8 @@ class OrderedSplit(SplitBalancing, Operator):
 
     def __init__(self, replicas: int, *, key: Callable[[Any], Any] | None = None, partitions: int = 1,
                  table: Sequence[int] | None = None, chunk: int | None = None,
-                 link: SplitMergeLink | None = None, moves: bool = True, track_keys: bool = False):
+                 link: SplitMergeLink | None = None, moves: bool = True, track_keys: bool = False,
+                 active: Sequence[int] | None = None):
         if replicas < 1:
             raise ValueError(f"an ordered split needs at least one replica, got {replicas}")
         if chunk is not None and chunk < 1:
@@ -76,7 +77,9 @@ class OrderedSplit(SplitBalancing, Operator):
         self.key = key
         self.chunk = chunk
         self.partitions = max(1, int(partitions))
-        self.table = list(table) if table is not None else [p % replicas for p in range(self.partitions)]
+        self._active = _checked_active(active, replicas)
+        self.table = list(table) if table is not None else [self._active[p % len(self._active)]
+                                                              for p in range(self.partitions)]
         if len(self.table) != self.partitions or not all(0 <= r < replicas for r in self.table):
             raise ValueError(f"table must map each of {self.partitions} partitions to a replica in 0..{replicas - 1}")
         self.link = link
@@ -85,7 +88,6 @@ class OrderedSplit(SplitBalancing, Operator):
         self.input_capacity = 2 * (chunk if chunk is not None else MAX_CHUNK if link is not None else DEFAULT_CHUNK)
         self.moves_enabled = bool(moves and link is not None and key is not None and replicas > 1)
         self.track_keys = bool(self.moves_enabled or (track_keys and link is not None and key is not None))
-        self._active = list(range(replicas))
         self._requested: list[int] | None = None
         self._reset_routing()
 
@@ -123,17 +125,17 @@ class OrderedSplit(SplitBalancing, Operator):
     def set_active(self, replicas: Sequence[int]) -> None:
         """Route new batches only to ``replicas`` (output indexes), from the next batch on.
 
-        Stateless mode only: a replica that leaves finishes what it holds and
-        the merge never waits for it; one that joins gets the next batches.
-        Moving a partitioned operator's keys needs their state moved too,
-        which the split does on its own when it has a link; keyed mode refuses.
+        Stateless: a replica that leaves finishes what it holds and the merge
+        never waits for it; one that joins gets the next batches. Partitioned
+        (a split with a link, whose moves carry the keys' state): a replica
+        that leaves hands all its key groups to the others, one that joins
+        gets its share of them at once, and the measured rates balance the
+        rest (:meth:`~elastream.ordered.rebalance.SplitBalancing._apply_active`).
+        A keyed split without a link cannot move state and refuses.
         """
-        if self.key is not None:
-            raise NotImplementedError("a keyed split places partitions itself (moves carry their state)")
-        chosen = sorted(set(int(r) for r in replicas))
-        if not chosen or not all(0 <= r < self.n_outputs for r in chosen):
-            raise ValueError(f"active replicas must be a non-empty subset of 0..{self.n_outputs - 1}, got {replicas}")
-        self._requested = chosen  # one reference store: applied by the split between batches
+        if self.key is not None and not self.moves_enabled:
+            raise NotImplementedError("a keyed split without a link to its merge cannot move key groups' state")
+        self._requested = _checked_active(replicas, self.n_outputs)  # one reference store, applied between batches
 
     def open(self, ctx) -> None:
         self.batches = 0
@@ -240,7 +242,7 @@ class OrderedSplit(SplitBalancing, Operator):
         backlog is at ``limit`` (it can send the batch to any of them)."""
         if self.key is None:
             return min(fill[r] for r in self._active) >= limit
-        return min(fill) >= limit or max(fill) >= limit * QUEUE_CAP / HOLD
+        return min(fill[r] for r in self._active) >= limit or max(fill) >= limit * QUEUE_CAP / HOLD
 
     def _route_stateless(self, seq: int, items: list) -> list[tuple[int, tuple]]:
         if self._requested is not None:
@@ -277,3 +279,13 @@ class OrderedSplit(SplitBalancing, Operator):
     def describe(self) -> str:
         mode = "stateless" if self.key is None else f"key, {self.partitions} partitions"
         return f"OrderedSplit({self.n_outputs} replicas, {mode})"
+
+
+def _checked_active(replicas: Sequence[int] | None, n: int) -> list[int]:
+    """``replicas`` as a sorted list of distinct output indexes (every output when None)."""
+    if replicas is None:
+        return list(range(n))
+    chosen = sorted(set(int(r) for r in replicas))
+    if not chosen or not all(0 <= r < n for r in chosen):
+        raise ValueError(f"active replicas must be a non-empty subset of 0..{n - 1}, got {list(replicas)}")
+    return chosen

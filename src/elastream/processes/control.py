@@ -64,12 +64,13 @@ def apply_in_part(handle: Any, decision: Decision) -> ControlResult:
 
 
 def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
-    """Let the first ``decision.count`` replicas of a stateless operator take new batches (C-Stream §4.2).
+    """Let the first ``decision.count`` replicas of an operator take work (C-Stream §4.2, DS2's count).
 
     The replicas are held ready (started with the run, one per process); the split in this part
     routes new batches only to the active ones from its next batch on, and one that leaves
-    finishes what it holds, so no tuple is lost or reordered. A keyed split keeps every replica
-    ready: it moves key groups, with their state, to the replicas that run dry on its own.
+    finishes what it holds, so no tuple is lost or reordered. A keyed split moves key groups, with
+    their state: those of a leaving replica to the others, a share of them to a joining one (then
+    it balances them by the replicas' measured rates on its own). One whose state cannot move refuses.
     """
     from elastream.ordered.replicate import split_name
 
@@ -77,9 +78,9 @@ def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
         split = handle.operator(split_name(decision.operator))
     except KeyError:
         return ControlResult(0, False, f"no split of {decision.operator!r} runs in this process")
-    if split.key is not None:
-        return ControlResult(0, False, f"{decision.operator!r} is keyed: its split moves key groups between its "
-                                       f"{split.n_outputs} replicas itself")
+    if split.key is not None and not split.moves_enabled:
+        return ControlResult(0, False, f"{decision.operator!r} is keyed and its key groups' state cannot move: "
+                                       f"its {split.n_outputs} replicas keep their key groups")
     count = max(1, min(decision.count, split.n_outputs))
     split.set_active(range(count))
     if count != decision.count:

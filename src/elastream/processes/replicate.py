@@ -31,7 +31,7 @@ Threading: pure functions of the flow, called from the thread that starts a run.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from elastream.errors import FlowValidationError
@@ -70,7 +70,8 @@ def check_pinned(flow: Flow, assignment: Mapping[str, int], counts: Mapping[str,
 
 def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
                       replicas: Mapping[str, int] | str | None = None,
-                      stats: Any = None, window_s: float | None = None) -> tuple[Flow, dict[str, int]]:
+                      stats: Any = None, window_s: float | None = None,
+                      active: Mapping[str, Sequence[int]] | None = None) -> tuple[Flow, dict[str, int]]:
     """The flow to run and its full assignment, with replicated operators rewritten.
 
     Replica counts come from ``replicas`` (a dict, or "auto" for
@@ -80,7 +81,8 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     ``(home + r) % processes``, ``home`` being X's own entry. The split goes
     with X's upstream operator and the merge with the split unless placed. Without
     replicas, ``flow`` and ``assignment`` come back unchanged. ``window_s``: as for
-    :func:`~elastream.ordered.replicate.replicate_flow`.
+    :func:`~elastream.ordered.replicate.replicate_flow`; so does ``active`` (the replicas that take
+    work from the start, the others held ready).
     """
     counts = choose_replicas(flow, processes, stats) if replicas == "auto" else dict(replicas or {})
     for name, count in counts.items():
@@ -104,7 +106,7 @@ def expand_assignment(flow: Flow, assignment: Mapping[str, int], processes: int,
     linked = [name for name in counts if full[split_name(name)] == full[merge_name(name)]]
     local = {name: [r for r in range(count) if full[replica_name(name, r)] == full[split_name(name)]]
              for name, count in counts.items()}
-    rewritten = replicate_flow(flow, counts, linked=linked, local=local, window_s=window_s)
+    rewritten = replicate_flow(flow, counts, linked=linked, local=local, window_s=window_s, active=active)
     missing = [n for n in rewritten.operators if n not in full]
     if missing:
         raise ValueError(f"placement assigns no process to {missing}")

@@ -146,6 +146,9 @@ class RunConfig:
     backend: str = "auto"
     replicas: Mapping[str, int] | str | None = None
     placement: Any = "auto"
+    active_replicas: Mapping[str, tuple[int, ...]] | None = None
+    """Per replicated operator, the replicas that take work from the start; the others are held ready
+    for an elastic run to add (None: all take work)."""
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     ordering: OrderingConfig = field(default_factory=OrderingConfig)
     process: ProcessConfig = field(default_factory=ProcessConfig)
@@ -178,4 +181,4 @@ class RunConfig:
 
     def for_part(self) -> RunConfig:
         """The config one process's part of a multi-process run starts its own engine with."""
-        return replace(self, processes=1, backend="threads", replicas=None, placement="auto")
+        return replace(self, processes=1, backend="threads", replicas=None, placement="auto", active_replicas=None)

@@ -69,15 +69,16 @@ def test_fused_and_unfused_process_runs_count_every_member_alike():
     for result in (units, part_fused, unfused):
         assert result.outputs["out"] == reference.outputs["out"]
         assert counts(result.stats) == expected
-    # The replicas stay listed (controllers size the unit by its name); the members follow them.
-    names = list(units.stats.operators)
+    # The backend's own statistics (what the controllers read) keep the replicas, which DS2 sizes by the
+    # unit's name; the members follow them.
+    names = list(handle.inner.stats().operators)
     assert {"a+b+c#0", "a+b+c#1", "d+e#0", "d+e#1"} <= set(names)
     assert names.index("a") > names.index("a+b+c#1") and names[names.index("a"):names.index("a") + 3] == \
         ["a", "b", "c"]
     # Each member is summed over the parts that ran a replica of its chain.
     parts = [p for p in handle.part_stats() if p is not None and "a" in p.operators]
     assert sum(p.operators["a"].tuples_in for p in parts) == N
-    ops = units.stats.operators
+    ops = handle.inner.stats().operators
     assert ops["a"].sent == {"b": N} and ops["c"].sent == {"a+b+c#merge": expected["c"][1]}
     replicas_busy = ops["a+b+c#0"].busy_s + ops["a+b+c#1"].busy_s
     assert sum(ops[m].busy_s for m in "abc") == pytest.approx(replicas_busy, rel=1e-6, abs=1e-9)
@@ -105,12 +106,13 @@ def test_a_process_run_names_its_fused_chains():
 
 def test_the_controllers_view_sizes_the_replicated_chain_by_its_unit_name():
     handle = es.Runner(processes=2, elastic=es.Elastic(controller="ds2", period_s=10)).start(pipeline())
-    result = handle.wait(90)
-    view = flow_view(period_between(None, result.stats), handle.loop.levels)
+    handle.wait(90)
+    stats = handle.inner.stats()                                # what the elastic loop reads
+    view = flow_view(period_between(None, stats), handle.loop.levels)
     assert "a" not in view.units and "d" not in view.units      # the members belong to their unit
     chain = view.units["a+b+c"]
-    assert chain.instances == 2 and chain.processed == counts(result.stats)["c"][1]
-    assert chain.downstream == {"sum": counts(result.stats)["c"][1]}
+    assert chain.instances == 2 and chain.processed == counts(stats)["c"][1]
+    assert chain.downstream == {"sum": counts(stats)["c"][1]}
 
 
 def test_a_running_process_run_lists_the_members_of_its_replicated_chains(wait_until):
@@ -118,9 +120,22 @@ def test_a_running_process_run_lists_the_members_of_its_replicated_chains(wait_u
         pipeline(itertools.count()))
     try:
         wait_until(lambda: handle.stats().operators["c"].tuples_out > 1000, timeout=30, what="c's output")
-        stats = handle.stats()
+        stats = handle.inner.stats()
         assert {"a", "b", "c", "a+b+c#0", "a+b+c#1"} <= set(stats.operators)
         assert stats.operators["a"].tuples_out == stats.operators["b"].tuples_in
         assert stats.operators["a"].state in ("running", "read_blocked", "write_blocked", "ready")
     finally:
         handle.shutdown(timeout=10)
+
+
+def test_a_chain_fused_before_the_run_but_not_replicated_is_listed_as_its_members():
+    from elastream.elastic.units import fuse_chains
+
+    flow = fuse_chains(pipeline())                               # a+b+c and d+e are one operator each
+    placement = {"src": 0, "a+b+c": 1, "sum": 0, "d+e": 1, "out": 0}
+    handle = es.Runner(processes=2, elastic=False, placement=placement).start(flow)
+    result = handle.wait(90)
+    assert handle.fused == (("a", "b", "c"), ("d", "e"))
+    assert list(result.stats.operators) == ["src", "a", "b", "c", "sum", "d", "e", "out"]
+    reference = es.Runner(threads=1, elastic=False, scheduling=UNFUSED).run(pipeline(), timeout=60)
+    assert counts(result.stats) == counts(reference.stats)

@@ -34,7 +34,7 @@ from typing import Any
 from elastream.metrics.stats import FlowStats, OperatorStats, PortStats
 from elastream.ordered.replica import OrderedReplica
 from elastream.processes.spec import ChildSpec, build_child_flow
-from elastream.runtime.fusion import FusedChain, find_chains
+from elastream.runtime.fusion import FusedChain, find_chains, fusable
 
 
 def chain_of(op: Any) -> FusedChain | None:
@@ -58,8 +58,8 @@ def unit_chains(operators: Iterable[Any]) -> list[tuple[str, ...]]:
 
 def part_chains(spec: ChildSpec) -> list[tuple[str, ...]]:
     """The chains the part of ``spec`` fuses when it compiles its operators (as its engine decides it)."""
-    if not spec.operators or not spec.config.scheduling.fuse:
-        return []
+    if not spec.config.scheduling.fuse or sum(fusable(op, op.spec()) for _, op in spec.operators) < 2:
+        return []  # no chain (of two operators or more) to find: the part's flow is not built
     flow = build_child_flow(spec)
     instances = {name: handle.operator for name, handle in flow.operators.items()}
     return find_chains(flow, {name: op.spec() for name, op in instances.items()}, instances, spec.config.threads)

@@ -148,7 +148,7 @@ class Regrouper:
 
     def _plan_fuse(self, chain: tuple[str, ...]) -> tuple[list[Task], list[tuple[str, ...]]]:
         task_of = {name: t for t in self.sched.tasks for name in member_names(t)}
-        missing = [n for n in chain if n not in task_of]
+        missing = [n for n in chain if n not in task_of or n not in self.layout.instances]
         if missing or len(chain) < 2:
             raise RegroupRefused(f"cannot fuse {' → '.join(chain)}: "
                                  + (f"no operator {missing[0]!r} runs" if missing else "a chain needs two operators"))

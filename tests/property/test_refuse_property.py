@@ -95,9 +95,10 @@ def act(action: tuple, handle, plan: FusionPlan) -> None:
     before = handle.stats().operators
     handle.submit([made])
     after = handle.stats().operators
+    # Tuple counts only: a running chain's busy seconds are shared out by its members' sampled stage times,
+    # which move while it runs (test_refuse checks busy seconds across a switch where nothing moves).
     for name, op in before.items():
         assert after[name].tuples_in >= op.tuples_in and after[name].tuples_out >= op.tuples_out, name
-        assert after[name].busy_s >= op.busy_s * (1 - 1e-9), name
 
 
 def tuple_counts(result: es.RunResult) -> dict[str, tuple[int, int]]:

@@ -365,14 +365,14 @@ class FusedChain(FunctionOperator):
             self._countdown = SAMPLE_EVERY - 1
         return self._run_stages(items)
 
-    def _run_stages(self, items: list) -> list | None:
-        """Each member's own ``on_batch`` in turn, timed; stop early once a stage leaves nothing."""
+    def _run_stages(self, items: list, first: int = 0) -> list | None:
+        """Each member's own ``on_batch`` in turn from member ``first``, timed; stop once a stage leaves nothing."""
         now = self._now
         marks = [now()]
         sizes = [len(items)]
-        i = 0
+        i = first
         try:
-            for i, stage in enumerate(self._stages):  # noqa: B007 - i names the member that raises
+            for i, stage in enumerate(self._stages[first:], first):  # noqa: B007 - i names the member that raises
                 items = stage(items, 0)
                 marks.append(now())
                 if not items:
@@ -382,17 +382,17 @@ class FusedChain(FunctionOperator):
         except BaseException:
             self._fail(i)
             raise
-        self._record_stages(sizes, marks)
+        self._record_stages(sizes, marks, first)
         return items
 
-    def _record_stages(self, sizes: list[int], marks: list[float]) -> None:
+    def _record_stages(self, sizes: list[int], marks: list[float], first: int = 0) -> None:
         tuples_in, tuples_out, stage_s = self._in, self._out, self._s
         with self._lock:  # workers sharing the chain (dynamic allotment) add their batches one at a time
             for j in range(len(sizes) - 1):
-                tuples_in[j] += sizes[j]
-                tuples_out[j] += sizes[j + 1]
-                stage_s[j] += marks[j + 1] - marks[j]
-            if self._steps:
+                tuples_in[first + j] += sizes[j]
+                tuples_out[first + j] += sizes[j + 1]
+                stage_s[first + j] += marks[j + 1] - marks[j]
+            if self._steps and not first:
                 self._update_shares(marks)
 
     def _update_shares(self, marks: list[float]) -> None:

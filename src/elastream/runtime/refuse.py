@@ -44,6 +44,7 @@ scheduler's condition, with a timeout. Workers run on meanwhile.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
@@ -51,14 +52,17 @@ from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import Operator
 from elastream.operators.spec import OperatorSpec
+from elastream.runtime.allotment import wants_allotment
 from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.compile import make_task, relink
 from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.runtime.decisions import Fuse, Unfuse
-from elastream.runtime.fusion import (FusedChain, _MemberView, find_chains, fusable, fused_chain, fused_name,
-                                      member_names)
+from elastream.runtime.fusion import (FusedChain, _MemberView, chain_spec, find_chains, fusable, fused_chain,
+                                      fused_name, member_names)
 from elastream.runtime.snapshot import task_stats
 from elastream.runtime.states import OperatorState
+from elastream.runtime.task import FunctionTask
+from elastream.runtime.traps import PREEMPT, Outcome, WriteWait
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.graph.flow import Flow
@@ -176,28 +180,49 @@ class Regrouper:
 
     # -- the safe point ----------------------------------------------------------------------------
     def _regroup(self, old: list[Task], groups: list[tuple[str, ...]]) -> None:
-        """Hold the chain's head, reach the safe point, swap the tasks (all under the scheduler's lock)."""
-        sched, head = self.sched, old[0]
+        """Hold the chain, reach the safe point, swap the tasks (all under the scheduler's lock).
+
+        A Fuse into a task of one worker holds every old task and carries what was inside the
+        chain into the new task (no drain); into a shared task (several threads) it holds the head
+        and lets the chain drain, since a shared task numbers its input batches as it takes them.
+        """
+        sched = self.sched
+        carry = len(old) > 1 and not self._shared(groups[0])
+        held = old if carry or len(old) == 1 else old[:1]
         with sched.lock:
             sched.regrouping = True
-            sched.held.add(head)
-            sched.ready.pop(head, None)
             swapped = False
             try:
-                self._wait(lambda: head.workers == 0, "a worker to leave it")
-                self._check_can_regroup(old, quiescent=[head])
-                if len(old) > 1:
-                    self._push_on(head)
+                # A chain fused a moment ago may still run what it carried: that goes first.
+                self._wait(lambda: not any(isinstance(t, CarryingTask) and t.is_carrying() for t in old),
+                           "it to run what it carried when it fused")
+                for t in held:
+                    sched.held.add(t)
+                    sched.ready.pop(t, None)
+                self._wait(lambda: not any(t.workers for t in held), "a worker to leave it")
+                self._check_can_regroup(old, quiescent=held)
+                if len(old) > 1 and not carry:
+                    self._push_on(old[0])
                     self._wait(lambda: self._drained(old), "the buffers inside it to drain")
                     self._check_can_regroup(old, quiescent=old)
-                self._swap(old, groups)
+                self._swap(old, groups, _take_inside(old) if carry else [])
                 swapped = True
             finally:
-                sched.held.discard(head)
-                sched.regrouping = False
-                if not swapped and head.state is OperatorState.READY:
-                    sched.ready[head] = None       # it may have been made ready while held
-                    sched.cond.notify_all()
+                self._release(held, swapped)
+
+    def _shared(self, group: tuple[str, ...]) -> bool:
+        """Would the task of ``group`` be shared by several workers at the pool's current count?"""
+        return wants_allotment(chain_spec([self.layout.specs[n] for n in group]), self.pool.target)
+
+    def _release(self, held: list[Task], swapped: bool) -> None:
+        """End the hold (lock held); tasks made ready while held become eligible again."""
+        sched = self.sched
+        for t in held:
+            sched.held.discard(t)
+            if not swapped and t.state is OperatorState.READY:
+                sched.ready[t] = None
+        sched.regrouping = False
+        sched.cond.notify_all()
 
     def _wait(self, reached: Callable[[], bool], what: str) -> None:
         """Wait (lock held, released while waiting) until ``reached()``; refuse on shutdown or timeout."""
@@ -245,11 +270,11 @@ class Regrouper:
                 self.sched.make_ready_locked(buf.owner)
 
     # -- the swap (lock held) ------------------------------------------------------------------------
-    def _swap(self, old: list[Task], groups: list[tuple[str, ...]]) -> None:
+    def _swap(self, old: list[Task], groups: list[tuple[str, ...]], carry: list[tuple[int, list, float]]) -> None:
         sched = self.sched
         stats = {s.name: s for t in old for s in task_stats(t, perf_counter())}
         members = _member_contexts(old, self.pool.contexts)
-        new = [self._make_task(g, stats, members, old[0].opened) for g in groups]
+        new = [self._make_task(g, stats, members, old[0].opened, carry) for g in groups]
         self._wire(old, new, stats)
         new[-1].pending = _take_undelivered(old[-1])
         for t in old:
@@ -270,13 +295,17 @@ class Regrouper:
         self.chains = self._chains_after(old, groups)
 
     def _make_task(self, group: tuple[str, ...], stats: dict[str, OperatorStats],
-                   members: dict[str, tuple[_MemberView, Context]], opened: bool) -> Task:
+                   members: dict[str, tuple[_MemberView, Context]], opened: bool,
+                   carry: list[tuple[int, list, float]]) -> Task:
         """The task of one group: a chain (of one member or more) starting from its members' statistics."""
         layout = self.layout
         chain = FusedChain(group, [layout.instances[n] for n in group], [layout.specs[n] for n in group])
-        task = make_task(fused_name(group), chain, self._order[group[0]], batch_size=layout.batch_size,
-                         threads=self.pool.target, reorder=layout.reorder, partitioning=layout.partitioning,
-                         spec=chain.spec())
+        name, index = fused_name(group), self._order[group[0]]
+        if carry:
+            task: Task = CarryingTask(name, chain, index, layout.batch_size, chain.spec(), carry)
+        else:
+            task = make_task(name, chain, index, batch_size=layout.batch_size, threads=self.pool.target,
+                             reorder=layout.reorder, partitioning=layout.partitioning, spec=chain.spec())
         task.sched, task.now = self.sched, self.sched.now
         for name in group:
             members[name][0]._task = task          # the member's context now reads this task
@@ -315,6 +344,65 @@ class Regrouper:
         gone = {member_names(t) for t in old}
         chains = [c for c in self.chains if c not in gone] + [g for g in groups if len(g) > 1]
         return tuple(sorted(chains, key=lambda c: self._order[c[0]]))
+
+
+class CarryingTask(FunctionTask):
+    """The one-worker task of a chain just fused: it first runs what was inside the chain then.
+
+    ``carry`` holds ``(member, items, origin)``, oldest first: the tuples that waited between
+    two of the tasks it replaced, each to run from that member on. They are older than anything
+    in its input, so they leave first; after them it is a plain :class:`FunctionTask`.
+    """
+
+    def __init__(self, name: str, op: FusedChain, index: int, batch_size: int, spec: OperatorSpec,
+                 carry: list[tuple[int, list, float]]):
+        super().__init__(name, op, index, batch_size, spec)
+        self._carry = deque(carry)
+
+    def is_carrying(self) -> bool:
+        """True while some of what it carried has not run yet."""
+        return bool(self._carry)
+
+    def run(self, deadline: float) -> Outcome:
+        if self._carry:
+            outcome = self._run_carry(deadline)
+            if outcome is not None:
+                return outcome
+        return super().run(deadline)
+
+    def _run_carry(self, deadline: float) -> Outcome | None:
+        if self.sched.shutdown_requested:
+            self._carry.clear()                   # a shutdown cuts the stream short, as for buffered tuples
+            return None
+        if self.pending and not self.flush_pending():
+            return WriteWait(self.pending_buffers())
+        while self._carry:
+            first, items, origin = self._carry.popleft()
+            self.origin = origin
+            out = self.op._run_stages(items, first)  # type: ignore[attr-defined]
+            if out and not self.emit(0, out, origin):
+                return WriteWait(self.pending_buffers())
+            if self._carry and self.now() >= deadline:
+                return PREEMPT
+        return None
+
+
+def _take_inside(old: list[Task]) -> list[tuple[int, list, float]]:
+    """What waits between the old tasks (their inner buffers, then what each had not delivered), as
+    ``(member offset in the chain, items, origin)``, the latest point (the oldest tuples) first."""
+    offsets = [0]
+    for t in old[:-1]:
+        offsets.append(offsets[-1] + len(member_names(t)))
+    carry = []
+    for k in range(len(old) - 1, 0, -1):
+        buf = old[k].inputs[0]
+        items, origin = buf.take(buf.count) if buf.count else ([], 0.0)
+        for _, more, more_origin in _take_undelivered(old[k - 1]):
+            origin = origin if items else more_origin
+            items = items + more
+        if items:
+            carry.append((offsets[k], items, origin))
+    return carry
 
 
 def _seed(task: Task, chain: FusedChain, stats: list[OperatorStats]) -> None:

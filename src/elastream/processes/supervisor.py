@@ -415,10 +415,12 @@ class ProcessRunHandle:
     @property
     def fused(self) -> tuple[tuple[str, ...], ...]:
         """The chains running as one task each (member names in flow order): those fused into one operator
-        before the run (``elastic.units``; replicated as ``"a+b+c#0"``…), then those each part fuses."""
+        before the run (``elastic.units``; replicated as ``"a+b+c#0"``…), each worker's as it compiled them,
+        then part 0's as they run now."""
         if self._fused is None:
-            self._fused = run_chains((h.operator for h in self.run_flow.operators.values()), self._specs)
-        return self._fused
+            self._fused = run_chains((h.operator for h in self.run_flow.operators.values()), self._specs[1:])
+        local = self._local.handle if self._local is not None else None
+        return tuple(dict.fromkeys(self._fused + tuple(local.fused if local is not None else ())))
 
     @property
     def threads(self) -> int:

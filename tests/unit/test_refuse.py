@@ -86,6 +86,39 @@ def test_unfuse_and_fuse_back_mid_run_keep_the_output_and_the_counts(threads):
     assert set(handle.states()) == {"src", *CHAIN, "out"}
 
 
+def test_a_fuse_carries_what_waited_inside_the_chain_into_the_new_task(wait_until):
+    """Two threads: c holds a worker while slow (one worker at a time) and a → b fill the ports before them.
+    Fusing the four makes one task of one worker, which first runs what waited inside, oldest first."""
+    entered, leave = threading.Event(), threading.Event()
+
+    def hold(x):
+        if x == 50:
+            entered.set()
+            leave.wait(GATE_WAIT_S)
+        return x - 1
+
+    n = 3000
+    flow = es.Flow("carry")
+    (flow.source(range(n), name="src").map(lambda x: x + 1, name="a").map(lambda x: x * 2, name="b")
+     .then(es.ops.Busy(1.0, seed=1), name="slow").map(hold, name="c").sink(es.ops.Collect(), name="out"))
+    handle = es.Runner(threads=2, elastic=False, batch_size=4, max_queue_size=8).start(flow)
+    answers: list[Applied] = []
+    try:
+        assert entered.wait(GATE_WAIT_S) and handle.fused == (("a", "b"),)
+        wait_until(lambda: handle.states()["slow"] == "write_blocked", what="slow to fill c's port")
+        submitter = threading.Thread(target=lambda: answers.extend(handle.submit([Fuse(("a", "b", "slow", "c"))])))
+        submitter.start()
+        wait_until(lambda: handle.sched.regrouping, what="the fuse to wait for c's worker")
+    finally:
+        leave.set()
+    submitter.join(GATE_WAIT_S)
+    assert [(a.ok, a.why) for a in answers] == [(True, "")]
+    assert [type(t).__name__ for t in handle.sched.tasks if t.name == "a+b+slow+c"] == ["CarryingTask"]
+    result = handle.wait(timeout=60)
+    assert result.outputs["out"] == [(x + 1) * 2 - 1 for x in range(n)]
+    assert counts(result.stats)["c"] == (n, n) and counts(result.stats)["slow"] == (n, n)
+
+
 def test_statistics_carry_over_the_switch(wait_until):
     """Source held at a gate, one thread: nothing moves, so each member's statistics are the same either side."""
     gate = threading.Event()

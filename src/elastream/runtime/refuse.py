@@ -272,11 +272,12 @@ class Regrouper:
     # -- the swap (lock held) ------------------------------------------------------------------------
     def _swap(self, old: list[Task], groups: list[tuple[str, ...]], carry: list[tuple[int, list, float]]) -> None:
         sched = self.sched
+        pending = _take_undelivered(old[-1])     # first: what it counts as emitted now is in the statistics
         stats = {s.name: s for t in old for s in task_stats(t, perf_counter())}
         members = _member_contexts(old, self.pool.contexts)
         new = [self._make_task(g, stats, members, old[0].opened, carry) for g in groups]
         self._wire(old, new, stats)
-        new[-1].pending = _take_undelivered(old[-1])
+        new[-1].pending = pending
         for t in old:
             sched.forget_locked(t)
             t.state = _DONE                      # retired: nothing refers to it any more
@@ -470,7 +471,7 @@ def _release_refused(task: Any) -> bool:
 def _take_undelivered(task: Any) -> list[list[Any]]:
     """What ``task`` produced but did not deliver, as one ``[buffer, items, origin]`` per buffer, in order.
 
-    Its pending output first, then (a shared task) its released outbox, counted as sent now.
+    Its pending output first, then (a shared task) its released outbox, counted as emitted and sent now.
     """
     entries = [list(e) for e in task.pending]
     task.pending = []
@@ -479,6 +480,7 @@ def _take_undelivered(task: Any) -> list[list[Any]]:
         while outbox:
             chunk = outbox.popleft()
             origin = getattr(chunk, "origin", task.origin)
+            task.tuples_out += len(chunk)
             for buf in task.outputs[0]:
                 entries.append([buf, list(chunk), origin])
                 task.sent[buf] = task.sent.get(buf, 0) + len(chunk)

@@ -13,19 +13,27 @@ operator) by other tasks over the same operators, grouped differently:
 * ``Fuse(chain)`` names consecutive operators whose tasks cover it exactly; they
   become one task.
 
-The safe point. The first task (the one reading the chain's input) is *held*:
-taken out of the ready set and never dispatched (:attr:`Scheduler.held`), and the
-reconfiguring thread waits on :attr:`Scheduler.settled` (every release notifies
-it while a regroup runs) until no worker is inside it. For ``Fuse`` the buffers
-between the old tasks must be empty: the held head's undelivered outputs are
-pushed into the next buffer and the tasks behind it run on until every inner
-buffer is empty and no worker is inside them (the chain *drains*, then fuses).
-The swap itself happens under the scheduler's lock: the new tasks take the
-chain's input buffer and the last task's output buffers (and what it had not
-delivered yet, as pending output, in order), so no tuple is lost, duplicated or
-reordered. A regroup that cannot reach its safe point within
-:data:`REGROUP_TIMEOUT_S`, or meets the end of the stream or a shutdown, changes
-nothing and says why.
+The safe point. The old tasks are *held*: taken out of the ready set and never
+dispatched (:attr:`Scheduler.held`), and the reconfiguring thread waits on
+:attr:`Scheduler.settled` (every release notifies it while a regroup runs)
+until no worker is inside them. Then, under the scheduler's lock, the new tasks
+take the chain's input buffer and the last task's output buffers, with what it
+had not delivered yet as their pending output, so no tuple is lost, duplicated
+or reordered. What waits *inside* a chain being fused (the buffers between the
+old tasks, what each had not delivered) is handled one of two ways:
+
+* the new task takes one worker at a time (one thread, or a member bound to one
+  worker): it is a :class:`~elastream.runtime.refuse_inflight.CarryingTask`,
+  which first runs those tuples, each from its member on, oldest first, before
+  its input (no wait for a drain);
+* the new task is shared by several workers (it numbers its input batches as it
+  takes them, so nothing may come first): only the head is held, its undelivered
+  outputs are pushed into the next buffer, and the tasks behind it run on until
+  every inner buffer is empty (the chain *drains*, then fuses).
+
+A chain still running what it carried is regrouped once that has run. A regroup
+that cannot reach its safe point within :data:`REGROUP_TIMEOUT_S`, or meets the
+end of the stream or a shutdown, changes nothing and says why.
 
 What carries over: every member keeps its operator instance (opened once), the
 context it was opened with (now reading its new task through the member's view)
@@ -44,11 +52,10 @@ scheduler's condition, with a timeout. Workers run on meanwhile.
 from __future__ import annotations
 
 import threading
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from elastream.operators.base import Operator
 from elastream.operators.spec import OperatorSpec
@@ -61,8 +68,8 @@ from elastream.runtime.fusion import (FusedChain, _MemberView, chain_spec, find_
                                       fused_name, member_names)
 from elastream.runtime.snapshot import task_stats
 from elastream.runtime.states import OperatorState
-from elastream.runtime.task import FunctionTask
-from elastream.runtime.traps import PREEMPT, Outcome, WriteWait
+from elastream.runtime.refuse_inflight import (CarryingTask, has_undelivered, release_refused, take_inside,
+                                               take_undelivered)
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.graph.flow import Flow
@@ -205,7 +212,7 @@ class Regrouper:
                     self._push_on(old[0])
                     self._wait(lambda: self._drained(old), "the buffers inside it to drain")
                     self._check_can_regroup(old, quiescent=old)
-                self._swap(old, groups, _take_inside(old) if carry else [])
+                self._swap(old, groups, take_inside(old) if carry else [])
                 swapped = True
             finally:
                 self._release(held, swapped)
@@ -249,7 +256,7 @@ class Regrouper:
             if t.opened != old[0].opened:
                 raise RegroupRefused("not every part of the chain has started yet")
         for t in quiescent:
-            if t.shared and not _release_refused(t):
+            if t.shared and not release_refused(t):
                 raise RegroupRefused(f"{t.name} still has outputs it cannot release in order")
 
     def _drained(self, old: list[Task]) -> bool:
@@ -257,14 +264,14 @@ class Regrouper:
         for k, t in enumerate(old):
             if k and (t.workers or t.inputs[0].count):
                 return False
-            if k < len(old) - 1 and _has_undelivered(t):
+            if k < len(old) - 1 and has_undelivered(t):
                 return False
         return True
 
     def _push_on(self, head: Task) -> None:
         """Deliver what the held head produced into the next buffer (beyond its capacity if need be)."""
         now = self.sched.now()
-        for buf, items, origin in _take_undelivered(head):
+        for buf, items, origin in take_undelivered(head):
             buf.force(items, origin, now)
             if buf.owner.state is _READ_BLOCKED:
                 self.sched.make_ready_locked(buf.owner)
@@ -272,7 +279,7 @@ class Regrouper:
     # -- the swap (lock held) ------------------------------------------------------------------------
     def _swap(self, old: list[Task], groups: list[tuple[str, ...]], carry: list[tuple[int, list, float]]) -> None:
         sched = self.sched
-        pending = _take_undelivered(old[-1])     # first: what it counts as emitted now is in the statistics
+        pending = take_undelivered(old[-1])     # first: what it counts as emitted now is in the statistics
         stats = {s.name: s for t in old for s in task_stats(t, perf_counter())}
         members = _member_contexts(old, self.pool.contexts)
         new = [self._make_task(g, stats, members, old[0].opened, carry) for g in groups]
@@ -347,65 +354,6 @@ class Regrouper:
         return tuple(sorted(chains, key=lambda c: self._order[c[0]]))
 
 
-class CarryingTask(FunctionTask):
-    """The one-worker task of a chain just fused: it first runs what was inside the chain then.
-
-    ``carry`` holds ``(member, items, origin)``, oldest first: the tuples that waited between
-    two of the tasks it replaced, each to run from that member on. They are older than anything
-    in its input, so they leave first; after them it is a plain :class:`FunctionTask`.
-    """
-
-    def __init__(self, name: str, op: FusedChain, index: int, batch_size: int, spec: OperatorSpec,
-                 carry: list[tuple[int, list, float]]):
-        super().__init__(name, op, index, batch_size, spec)
-        self._carry = deque(carry)
-
-    def is_carrying(self) -> bool:
-        """True while some of what it carried has not run yet."""
-        return bool(self._carry)
-
-    def run(self, deadline: float) -> Outcome:
-        if self._carry:
-            outcome = self._run_carry(deadline)
-            if outcome is not None:
-                return outcome
-        return super().run(deadline)
-
-    def _run_carry(self, deadline: float) -> Outcome | None:
-        if self.sched.shutdown_requested:
-            self._carry.clear()                   # a shutdown cuts the stream short, as for buffered tuples
-            return None
-        if self.pending and not self.flush_pending():
-            return WriteWait(self.pending_buffers())
-        while self._carry:
-            first, items, origin = self._carry.popleft()
-            self.origin = origin
-            out = self.op._run_stages(items, first)  # type: ignore[attr-defined]
-            if out and not self.emit(0, out, origin):
-                return WriteWait(self.pending_buffers())
-            if self._carry and self.now() >= deadline:
-                return PREEMPT
-        return None
-
-
-def _take_inside(old: list[Task]) -> list[tuple[int, list, float]]:
-    """What waits between the old tasks (their inner buffers, then what each had not delivered), as
-    ``(member offset in the chain, items, origin)``, the latest point (the oldest tuples) first."""
-    offsets = [0]
-    for t in old[:-1]:
-        offsets.append(offsets[-1] + len(member_names(t)))
-    carry = []
-    for k in range(len(old) - 1, 0, -1):
-        buf = old[k].inputs[0]
-        items, origin = buf.take(buf.count) if buf.count else ([], 0.0)
-        for _, more, more_origin in _take_undelivered(old[k - 1]):
-            origin = origin if items else more_origin
-            items = items + more
-        if items:
-            carry.append((offsets[k], items, origin))
-    return carry
-
-
 def _seed(task: Task, chain: FusedChain, stats: list[OperatorStats]) -> None:
     """Start ``task`` and its chain from the members' statistics so far: counts continue, never go back.
 
@@ -448,46 +396,3 @@ def _member_contexts(old: list[Task], contexts: dict[str, Context]) -> dict[str,
 def _task_context(task: Task) -> Context:
     inputs = [InputPort(b, task, i) for i, b in enumerate(task.inputs)]
     return Context(task, inputs, [OutputPort(task, i) for i in range(len(task.outputs))])
-
-
-def _has_undelivered(task: Task) -> bool:
-    return bool(task.pending) or (task.shared and bool(task._outbox or task._refused))  # type: ignore[attr-defined]
-
-
-def _release_refused(task: Any) -> bool:
-    """Let a quiescent shared task's reorder buffer release every output it holds (into its outbox).
-
-    With no worker on the task every serial it numbered has been added or refused; retrying the
-    refused ones lowest first releases them all. False when something is still held back.
-    """
-    while task._refused:
-        before = len(task._refused)
-        task._retry_refused()
-        if len(task._refused) == before:
-            break
-    return not task._refused and task._reorder.next_serial == task._serial
-
-
-def _take_undelivered(task: Any) -> list[list[Any]]:
-    """What ``task`` produced but did not deliver, as one ``[buffer, items, origin]`` per buffer, in order.
-
-    Its pending output first, then (a shared task) its released outbox, counted as emitted and sent now.
-    """
-    entries = [list(e) for e in task.pending]
-    task.pending = []
-    if task.shared:
-        outbox = task._outbox
-        while outbox:
-            chunk = outbox.popleft()
-            origin = getattr(chunk, "origin", task.origin)
-            task.tuples_out += len(chunk)
-            for buf in task.outputs[0]:
-                entries.append([buf, list(chunk), origin])
-                task.sent[buf] = task.sent.get(buf, 0) + len(chunk)
-    merged: dict[PortBuffer, list[Any]] = {}
-    for buf, items, origin in entries:
-        if buf in merged:
-            merged[buf][1].extend(items)
-        else:
-            merged[buf] = [buf, list(items), origin]
-    return list(merged.values())

@@ -116,3 +116,8 @@ def test_a_joining_replica_gets_its_share_at_once():
     table, load = [0] * 8, [10] * 8
     moves = joining_moves([2.0, None], table, load, joining=[1], active=[0, 1])
     assert len(moves) == 4 and all(m[1:] == (0, 1) for m in moves)  # half the load, as fast as the other
+
+
+def test_a_joining_replica_gets_key_groups_even_when_no_recent_load_is_known():
+    moves = joining_moves([None, None], [0] * 8, [0] * 8, joining=[1], active=[0, 1])
+    assert [p for p, _, _ in moves] == [1, 3, 5, 7] and all(m[1:] == (0, 1) for m in moves)

@@ -95,7 +95,7 @@ def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None
     Example: ``read_gil(period, Levels(threads=(1,))).regime is Regime.CPU`` for one busy thread.
     """
     span = period.period_s
-    processes = max(1, levels.processes)
+    processes = max(1, levels.working_processes)  # held-ready processes do nothing: they must not dilute it
     if span <= 0:
         return GilReading(0.0, 0.0, Regime.CPU)
     busy = period.busy_s() / span / processes

@@ -17,14 +17,16 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import psutil
 
 from elastream.elastic.config import Elastic
 from elastream.elastic.controller import Machine, available_cores, create_controller
+from elastream.elastic.held import as_written
 from elastream.elastic.loop import ElasticLoop, Fixed
+from elastream.metrics.stats import FlowStats
 from elastream.runtime.decisions import Applied, Decision, Levels
 from elastream.runtime.handle import RunResult
 
@@ -32,8 +34,11 @@ from elastream.runtime.handle import RunResult
 class ElasticRunHandle:
     """A running flow whose parallelism an elastic loop sizes (a RunHandle)."""
 
-    def __init__(self, inner: Any, elastic: Elastic, levels: Levels, fixed: Fixed):
+    def __init__(self, inner: Any, elastic: Elastic, levels: Levels, fixed: Fixed,
+                 written: Collection[str] | None = None):
         self.inner = inner
+        self.written = written
+        """The user's operator names when the run replicates units under other names (else None)."""
         self.loop = ElasticLoop(inner, elastic, [create_controller(elastic.controller)], levels, fixed,
                                 machine=MachineProbe(elastic))
         self.loop.start()
@@ -48,6 +53,15 @@ class ElasticRunHandle:
         ``handle.timeline`` stays the backend's list of every submitted decision as applied.
         """
         return self.loop.timeline
+
+    def stats(self) -> FlowStats:
+        """The run's statistics under the user's operator names (:func:`~elastream.elastic.held.as_written`)."""
+        return self._as_written(self.inner.stats())
+
+    def _as_written(self, stats: FlowStats) -> FlowStats:
+        if self.written is None:
+            return stats
+        return as_written(stats, self.loop.levels.replicas.keys(), self.written)
 
     def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
         """Apply decisions of the caller's own (they go into the backend's timeline, not the loop's)."""
@@ -76,11 +90,12 @@ class ElasticRunHandle:
             self.loop.stop()
             partial = getattr(error, "partial", None)
             if isinstance(partial, RunResult):
-                error.partial = dataclasses.replace(partial, timeline=self.loop.timeline)  # type: ignore[attr-defined]
+                error.partial = dataclasses.replace(partial, timeline=self.loop.timeline,
+                                                    stats=self._as_written(partial.stats))  # type: ignore[attr-defined]
             raise
         self.loop.stop()
         self.loop.record_final(result.stats)
-        return dataclasses.replace(result, timeline=self.loop.timeline)
+        return dataclasses.replace(result, timeline=self.loop.timeline, stats=self._as_written(result.stats))
 
 
 class MachineProbe:
@@ -96,8 +111,11 @@ class MachineProbe:
 
 
 def start_elastic(inner: Any, elastic: Elastic, *, threads: int, processes: int, fixed: Fixed,
-                  replicas: Any = None) -> ElasticRunHandle:
-    """Wrap a just-started backend handle in an elastic run (``replicas``: the counts the run holds ready)."""
+                  replicas: Any = None, held: bool = False, written: Collection[str] | None = None) -> ElasticRunHandle:
+    """Wrap a just-started backend handle in an elastic run (``replicas``: the replicas taking work per
+    unit; ``held``: the processes those replicas leave idle are held ready, :mod:`elastream.elastic.held`;
+    ``written``: the user's operator names, when the run replicates units under other names)."""
     fused = tuple(tuple(chain) for chain in getattr(inner, "fused", ()))
-    held = dict(replicas) if isinstance(replicas, dict) else {}
-    return ElasticRunHandle(inner, elastic, Levels(threads=(threads,) * processes, replicas=held, fused=fused), fixed)
+    counts = dict(replicas) if isinstance(replicas, dict) else {}
+    levels = Levels(threads=(threads,) * processes, replicas=counts, fused=fused, held=held)
+    return ElasticRunHandle(inner, elastic, levels, fixed, written)

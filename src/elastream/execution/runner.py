@@ -96,36 +96,49 @@ class Runner:
         from elastream.execution.backends import BACKENDS
 
         flow.validate()
-        run_flow, config = self._elastic_units(flow)
+        fixed = self._fixed_levels()
+        run_flow, config, replicas = self._elastic_units(flow, fixed)
         handle = BACKENDS[config.backend_name](run_flow, config)
         if self.elastic is None or config.backend_name == "spark":
             return handle
         return start_elastic(handle, self.elastic, threads=config.threads, processes=config.processes,
-                             fixed=self._fixed_levels(), replicas=config.replicas)
+                             fixed=fixed, replicas=replicas, held=config.active_replicas is not None,
+                             written=list(flow.operators) if config is not self.config else None)
 
     def _fixed_levels(self) -> Fixed:
         """What the elastic loop may not change; read here, on the caller's thread, where the main
         script's frame shows whether worker processes could re-import it safely."""
-        from elastream.processes.main_guard import MAIN_GUARD_HINT, main_is_guarded
+        from elastream.processes.main_guard import MAIN_GUARD_HINT, main_is_guarded, reimports_main
 
-        if self.fixed.processes or main_is_guarded():
+        if self.fixed.processes or not reimports_main(self.config.process.start_method) or main_is_guarded():
             return self.fixed
         return dataclasses.replace(self.fixed, processes_hint=f"this flow would run faster on more processes; "
                                                               f"{MAIN_GUARD_HINT}")
 
-    def _elastic_units(self, flow: Flow) -> tuple[Flow, RunConfig]:
-        """The flow and config to run: with processes and nothing else given, an elastic run holds one
-        replica per process ready for each replication unit (:mod:`elastream.elastic.units`)."""
+    def _elastic_units(self, flow: Flow, fixed: Fixed) -> tuple[Flow, RunConfig, Any]:
+        """The flow and config to run, and the replicas taking work per unit (:mod:`elastream.elastic.units`).
+
+        With neither threads nor processes given (``Runner()``), an elastic run holds worker processes
+        ready (:mod:`elastream.elastic.held`); ``Runner(threads=k)`` stays in one process; with processes
+        given and nothing else, it runs one replica per process of each replication unit.
+        """
         config = self.config
-        if (self.elastic is None or config.backend_name != "processes" or config.replicas is not None
+        if (self.elastic is None or config.replicas is not None
                 or not (isinstance(config.placement, str) and config.placement == "auto")):
-            return flow, config
+            return flow, config, config.replicas
+        if config.backend == "auto" and not (fixed.processes or fixed.threads) and fixed.processes_hint is None:
+            from elastream.elastic.held import held_plan
+
+            plan = held_plan(flow, config, self.elastic)
+            return (flow, config, None) if plan is None else (plan.flow, plan.config, plan.replicas)
+        if config.backend_name != "processes":
+            return flow, config, None
         from elastream.elastic.units import replication_units
 
         unit_flow, counts = replication_units(flow, config.processes)
         if not counts:
-            return flow, config
-        return unit_flow, dataclasses.replace(config, replicas=counts)
+            return flow, config, None
+        return unit_flow, dataclasses.replace(config, replicas=counts), counts
 
     def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
         """Run ``flow`` to completion and return its result.

@@ -172,7 +172,8 @@ def applied_from_json(data: dict[str, Any]) -> Applied | None:
 def levels_from_json(data: dict[str, Any]) -> Levels:
     """The :class:`Levels` that ``Levels.to_json`` wrote."""
     return Levels(threads=tuple(data.get("threads", (1,))), replicas=dict(data.get("replicas", {})),
-                  fused=tuple(tuple(chain) for chain in data.get("fused", ())))
+                  fused=tuple(tuple(chain) for chain in data.get("fused", ())),
+                  held=data.get("held_processes", 0) > 0)
 
 
 def _plain(value: Any) -> Any:
@@ -230,7 +231,7 @@ def level_series(entries: Sequence[TimelineEntry]) -> dict[str, list[int | None]
     for p in range(processes):
         label = "threads" if processes == 1 else f"threads, process {p}"
         series[label] = [e.levels.threads[p] if p < e.levels.processes else None for e in entries]
-    series["processes"] = [e.levels.processes for e in entries]
+    series["processes"] = [e.levels.working_processes for e in entries]
     replicated = dict.fromkeys(name for e in entries for name in e.levels.replicas)
     for name in replicated:
         series[f"replicas {name}"] = [e.levels.replicas.get(name, 1) for e in entries]

@@ -298,12 +298,17 @@ def joining_moves(rates: list[float | None], table: list[int], load: list[int], 
     A joining replica is taken to be as fast as the mean of the measured
     ones (all equal when none is measured): DS2's one step instead of one
     partition per decision; the rates then correct the shares. Largest
-    partitions first, from whichever replica carries the most above its share.
+    partitions first, from whichever replica carries the most above its share; with no recent load
+    at all, an even share of the key groups by number.
     """
     known = [r for r in (rates[i] for i in active if i not in joining) if r]
     assumed = sum(known) / len(known) if known else 1.0
     speed = {r: (assumed if r in joining or not rates[r] else rates[r]) for r in active}
     total = sum(load[p] for p, r in enumerate(table) if r in speed)
+    if total <= 0:  # no recent load to go by: an even share of the key groups by number
+        owned = [p for p, r in enumerate(table) if r in speed and r not in joining]
+        slots = sorted(active)
+        return [(p, table[p], slots[i % len(slots)]) for i, p in enumerate(owned) if slots[i % len(slots)] in joining]
     share = {r: total * speed[r] / sum(speed.values()) for r in active}
     owned = {r: 0.0 for r in active}
     for p, r in enumerate(table):

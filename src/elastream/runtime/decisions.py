@@ -116,19 +116,30 @@ class Levels:
     ``threads[p]`` is the number of worker threads of process ``p`` (0: the parent);
     ``replicas`` the replicas taking work per replicated operator (or fused chain, by its
     first operator's name); ``fused`` the chains running as one task, each as its
-    operators' names in flow order.
+    operators' names in flow order; ``held`` True when the processes beyond those the
+    replicas use are held ready (``Runner()``: replica ``r`` of each unit runs in process ``r``,
+    everything else in process 0).
     """
 
     threads: tuple[int, ...] = (1,)
     replicas: dict[str, int] = field(default_factory=dict)
     fused: tuple[tuple[str, ...], ...] = ()
+    held: bool = False
 
     @property
     def processes(self) -> int:
-        """Worker processes (the parent included)."""
+        """Worker processes (the parent included), held ones too."""
         return len(self.threads)
+
+    @property
+    def working_processes(self) -> int:
+        """Processes taking work: all of them, or with processes held ready those the replicas use."""
+        if not self.held:
+            return self.processes
+        return max([1, *self.replicas.values()])
 
     def to_json(self) -> dict:
         """A JSON-ready dict (for the timeline and monitoring)."""
-        return {"threads": list(self.threads), "processes": self.processes, "replicas": dict(self.replicas),
+        return {"threads": list(self.threads), "processes": self.working_processes,
+                "held_processes": self.processes - self.working_processes, "replicas": dict(self.replicas),
                 "fused": [list(chain) for chain in self.fused]}

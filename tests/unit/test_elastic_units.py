@@ -45,9 +45,13 @@ def test_a_chain_crosses_to_a_worker_and_gets_its_own_members_per_replica():
 
 def test_runner_with_processes_runs_the_units_and_gives_the_sequential_output():
     expected = es.Runner(threads=1, elastic=False).run(pipeline(), timeout=60).outputs["out"]
-    result = es.Runner(processes=2).run(pipeline(), timeout=120)
+    handle = es.Runner(processes=2).start(pipeline())
+    result = handle.wait(120)
     assert result.outputs["out"] == expected
-    assert {"a+b+c#0", "a+b+c#1", "sum#0", "sum#1"} <= set(result.stats.operators)
+    assert {"a+b+c#0", "a+b+c#1", "sum#0", "sum#1"} <= set(handle.inner.stats().operators)  # what the loop reads
+    written = result.stats.operators  # what the user reads: the flow's own names
+    assert {"a", "b", "c", "sum"} <= set(written) and not {"a+b+c#0", "sum#0"} & set(written)
+    assert written["sum"].tuples_in == len(expected)
 
 
 def test_a_user_placement_or_replicas_keep_the_flow_as_written():

@@ -8,7 +8,8 @@ while the flow runs) the test un-fuses a running chain, fuses a random slice of
 a chain, or changes the thread count. The output must equal the sequential
 reference, each operator's tuple counts those of an unfused run, no count may
 ever go backwards across a regroup, and ``handle.fused`` must name exactly the
-chains that run as one task.
+chains that run as one task. The same holds when an elastic loop with short
+periods changes the thread level at random and the fusion rule follows it.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import elastream as es
-from elastream.elastic.fusion_rule import FusionPlan
-from elastream.runtime.decisions import Fuse, Unfuse
+from elastream.elastic.config import Elastic
+from elastream.elastic.fusion_rule import FusionPlan, FusionRule
+from elastream.elastic.loop import ElasticLoop
+from elastream.runtime.decisions import Fuse, Levels, SetThreads, Unfuse
 from elastream.runtime.fusion import member_names
 from gated_source import Gated
 
@@ -52,7 +55,7 @@ def reference(stages: list[tuple[str, int]], items: list[int]) -> list[int]:
     return items                                   # a Busy forwards every tuple as it is
 
 
-def build(stages: list[tuple[str, int]], source: es.Operator) -> es.Flow:
+def build(stages: list[tuple[str, int]], source: es.Operator, busy_us: float = 1.0) -> es.Flow:
     flow = es.Flow("random-regroups")
     s = flow.source(source, name="src")
     for i, (kind, k) in enumerate(stages):
@@ -64,7 +67,7 @@ def build(stages: list[tuple[str, int]], source: es.Operator) -> es.Flow:
         elif kind == "flat_map":
             s = s.flat_map(lambda x, k=k: [x + j for j in range(x % (k + 1))], name=name)
         elif kind == "busy":
-            s = s.then(es.ops.Busy(1.0, seed=k), name=name)
+            s = s.then(es.ops.Busy(busy_us, seed=k), name=name)
         else:
             s = s.key_by(lambda x, k=k: x % (k + 3)).process(lambda total, x: (total + x, [total + x]), state=int,
                                                               name=name)
@@ -132,3 +135,43 @@ def test_regroups_at_random_points_keep_the_sequential_run(stages, n, cuts, acti
     assert result.outputs["out"] == unfused.outputs["out"] == reference(stages, items)
     assert tuple_counts(result) == tuple_counts(unfused)
     assert set(handle.fused) == {member_names(t) for t in handle.sched.tasks if len(member_names(t)) > 1}
+
+
+class ScriptedThreads:
+    """Thread levels from a script, one per period (cycling), beside the fusion rule: the loop's controller."""
+
+    name = "scripted"
+
+    def __init__(self, plan: FusionPlan, levels: list[int]):
+        self.rule = FusionRule(plan)
+        self.levels = levels
+        self.periods = 0
+
+    def decide(self, period, levels, machine):
+        level = self.levels[self.periods % len(self.levels)]
+        self.periods += 1
+        change = [SetThreads(level, reason="scripted")] if level != levels.threads[0] else []
+        return change + self.rule.decide(period, levels, machine)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stages=st.lists(st.tuples(st.sampled_from(STAGES), st.integers(0, 3)), min_size=2, max_size=6),
+       n=st.integers(200, 3000), levels=st.lists(st.integers(1, 2), min_size=1, max_size=6),
+       threads=st.sampled_from([1, 2]), batch_size=st.sampled_from([4, 16]))
+def test_the_fusion_rule_in_a_fast_elastic_loop_keeps_the_sequential_run(stages, n, levels, threads, batch_size):
+    # A Busy of 50 µs a tuple heads the chain (every Busy stage costs as much), so a run lasts many 10 ms periods.
+    flow = build([("busy", 0), *stages], Gated(n, {}, chunk=batch_size), busy_us=50.0)
+    handle = es.Runner(threads=threads, elastic=False, batch_size=batch_size, max_queue_size=16).start(flow)
+    loop = ElasticLoop(handle, Elastic(period_s=0.01), [ScriptedThreads(FusionPlan.of(flow), levels)],
+                       Levels(threads=(threads,), fused=handle.fused))
+    loop.start()
+    try:
+        result = handle.wait(timeout=60)
+    finally:
+        loop.stop()
+    unfused = es.Runner(threads=1, elastic=False, scheduling=es.SchedulingConfig(fuse=False)).run(
+        build([("busy", 0), *stages], Gated(n, {})), timeout=60)
+    assert result.outputs["out"] == unfused.outputs["out"] == reference(stages, list(range(n)))
+    assert tuple_counts(result) == tuple_counts(unfused)
+    assert loop.error is None
+    assert all(a.ok or a.why for a in loop.timeline.decisions())

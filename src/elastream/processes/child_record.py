@@ -51,3 +51,8 @@ class ChildRecord:
                 break
             stop()
             self.process.join(1.0)
+
+
+def any_unended(children: Any) -> bool:
+    """True while one of ``children`` has not reported its end (its sentinel still matters)."""
+    return any(c.final is None for c in children)

@@ -44,9 +44,9 @@ from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
 from typing import Any
 
-from elastream.errors import ElastreamError, OperatorError
+from elastream.errors import OperatorError
 from elastream.graph.flow import Flow
-from elastream.metrics.stats import FlowStats, OperatorStats
+from elastream.metrics.stats import FlowStats
 from elastream.processes import forkserver, live_runs
 from elastream.processes.child import child_main
 from elastream.processes.control import PendingReplies, target_process
@@ -54,12 +54,13 @@ from elastream.processes.fused_members import listed_operators, run_chains
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
+from elastream.processes.part_reports import not_reported, remote_error
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, pickle_specs, split_flow
 from elastream.processes.worker_death import WorkerProcessError, death_of
-from elastream.processes.child_record import ChildRecord as _Child
+from elastream.processes.child_record import ChildRecord as _Child, any_unended
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
@@ -70,31 +71,6 @@ from elastream.runtime.periodic import PeriodListener, PeriodSampler
 WATCH_S = 0.5
 #: How long a dead worker's exit status is waited for (it is normally there at once).
 EXIT_STATUS_WAIT_S = 1.0
-class RemoteOperatorError(ElastreamError):
-    """The original exception of an operator that failed in a worker process."""
-
-
-def _unended(children: Any) -> bool:
-    """True while one of ``children`` has not reported its end (its sentinel still matters)."""
-    return any(c.final is None for c in children)
-
-
-def not_reported(name: str, op: Any) -> OperatorStats:
-    """Statistics of operator ``name`` before its process has reported any (zero counts, ``ready``)."""
-    return OperatorStats(
-        name=name, kind=op.spec().kind, state="ready", activations=0, busy_s=0.0, read_blocked_s=0.0,
-        write_blocked_s=0.0, tuples_in=0, tuples_out=0, last_scheduled=0.0, read_rate=0.0, write_rate=0.0,
-        conjunctive_wait_fraction=0.0, disjunctive_wait_fraction=0.0, output_write_blocked_ratio=0.0)
-
-
-def remote_error(failed: Failed) -> OperatorError:
-    """The OperatorError a worker's :class:`Failed` stands for (its cause rebuilt from type name and text)."""
-    cause = RemoteOperatorError(f"{failed.error_type}: {failed.message}")
-    error = OperatorError(failed.operator, cause, failed.details, summary=f"{failed.error_type}: {failed.message}")
-    error.__cause__ = cause
-    return error
-
-
 class ProcessRunHandle:
     """A flow running on several worker processes (a :class:`~elastream.runtime.handle.RunHandle`).
 
@@ -128,6 +104,8 @@ class ProcessRunHandle:
         self._failure: BaseException | None = None
         self._result: RunResult | None = None
         self._children: list[_Child] = []
+        self._pending: list[ChildSpec] = []
+        """Specs of held-ready workers the supervisor thread has still to start."""
         self._local: LocalPart | None = None
         self._replies = PendingReplies()
         self._fused: tuple[tuple[str, ...], ...] | None = None
@@ -150,13 +128,17 @@ class ProcessRunHandle:
             specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, self.config.for_part())
             self._specs = specs
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
+            if self.config.active_replicas is not None:
+                # Held-ready workers (an elastic Runner()) take no work until a decision adds them: part 0
+                # starts at once, and the supervisor thread starts them (and the fork server) meanwhile.
+                self._create_rings(ring_names)
+                self._local = LocalPart(specs[0])
+                self._pending = specs[1:]
+                return
             # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
             # waits for RingsReady before it attaches any.
             self._children = self._spawn(specs[1:])
-            for name in ring_names.values():
-                # This handle only unlinks: the parts' own handles map and prefault the pages they use.
-                self._rings.append(SharedRing.create(self.config.process.ring_bytes, name=name, producers=1,
-                                                     prefault=False))
+            self._create_rings(ring_names)
             for c in self._children:
                 c.send(RingsReady())  # one that has ended already (no operators) is reaped as usual
             self._local = LocalPart(specs[0])
@@ -164,6 +146,29 @@ class ProcessRunHandle:
             self._end_children(kill=True)
             self.unlink_rings()
             raise
+
+    def _create_rings(self, ring_names: dict) -> None:
+        from elastream.ipc.ring import SharedRing
+
+        for name in ring_names.values():
+            # This handle only unlinks: the parts' own handles map and prefault the pages they use.
+            self._rings.append(SharedRing.create(self.config.process.ring_bytes, name=name, producers=1,
+                                                 prefault=False))
+
+    def _start_held(self) -> None:
+        """Start the held-ready workers (on the supervisor thread, while part 0 runs); a failure fails the run."""
+        specs, self._pending = self._pending, []
+        try:
+            children = self._spawn(specs)
+        except BaseException as error:  # noqa: BLE001 - reported as the run's failure
+            self._fail(error)
+            return
+        for c in children:
+            c.send(RingsReady())
+        self._children = children
+        if self._shutdown_sent:
+            for c in children:
+                c.send(Shutdown())  # a stop asked for while they started
 
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
         method = self.config.process.start_method
@@ -202,6 +207,8 @@ class ProcessRunHandle:
     # -- supervisor thread -------------------------------------------------------------------
     def _supervise(self) -> None:
         try:
+            if self._pending:
+                self._start_held()
             self._watch()
         finally:
             self._reap()
@@ -217,7 +224,7 @@ class ProcessRunHandle:
         local = self._local
         # Every sentinel is waited for, not only the pipes: a worker whose pipe closed without its end
         # reported has died, and that must fail the run, never end it normally without its outputs.
-        while live or _unended(sentinels.values()) or (local is not None and local.final is None):
+        while live or any_unended(sentinels.values()) or (local is not None and local.final is None):
             local_running = local is not None and local.final is None
             waitables = list(live) + list(sentinels) + ([local.ready_fd] if local_running else [])
             # Children and the local part wake this thread when they have news; the timeout only bounds how
@@ -390,6 +397,8 @@ class ProcessRunHandle:
             return ControlResult(0, False, f"no process {process} in a run of {self.processes}")
         if process == 0:
             return self._local.control(decision) if self._local is not None else ControlResult(0, False, "no part 0")
+        if process > len(self._children):
+            return ControlResult(0, False, f"process {process} is still starting")
         child = self._children[process - 1]
         if child.final is not None or self._done.is_set():
             return ControlResult(0, False, f"process {process} has ended")

@@ -163,13 +163,23 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
         pass
 
 
-def group_is_empty(pid: int) -> bool:
-    """Whether no process is left in the process group ``pid`` led."""
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+def group_is_empty(pid: int, wait_s: float = 5.0) -> bool:
+    """Whether no process is left in the process group ``pid`` led (waiting ``wait_s`` for killed ones to go)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+
+
+def group_members(pid: int) -> str:
+    """``ps`` lines of the processes in group ``pid`` (for failure messages)."""
+    listing = subprocess.run(["ps", "-eo", "pid,pgid,stat,args"], capture_output=True, text=True).stdout
+    return "\n".join(line[:160] for line in listing.splitlines() if line.split()[1:2] == [str(pid)])
 
 
 def executor_python(folder: Path, *, hide: Iterable[str] = ()) -> Path:

@@ -17,13 +17,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from cluster_fixture import LocalCluster, executor_python, group_is_empty, running_cluster
+from cluster_fixture import LocalCluster, executor_python, group_is_empty, group_members, running_cluster
 
 pytestmark = pytest.mark.spark
 DRIVER_TIMEOUT_S = 240
@@ -32,11 +33,17 @@ SCALE, SEED = "0.01", "11"
 Q15_FLAGS = ["--start-date", "2001-01-01", "--end-date", "2006-01-02", "--store-sk", "3"]
 
 
-@pytest.fixture(autouse=True)
-def _cluster_marker_selected(request):
-    """Tests marked ``cluster`` run only when ``-m`` names the marker (they are slow: a JVM driver each)."""
-    if request.node.get_closest_marker("cluster") and "cluster" not in (request.config.option.markexpr or ""):
-        pytest.skip("a slow cluster test: run with `pytest -m cluster`")
+def slow_cluster_test(test):
+    """Mark a slow cluster test (a JVM driver each): it runs only when ``-m`` names the ``cluster`` marker.
+
+    A skip mark rather than a skipping fixture, so that a skipped test starts no cluster.
+    """
+    marks = [pytest.mark.cluster, pytest.mark.timeout(600),
+             pytest.mark.skipif("'cluster' not in (config.option.markexpr or '')",
+                                reason="a slow cluster test: run with `pytest -m cluster`")]
+    for mark in marks:
+        test = mark(test)
+    return test
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +51,8 @@ def cluster(tmp_path_factory) -> Iterator[LocalCluster]:
     """One standalone master and worker (1 core, 1g) for the whole module, stopped at its end."""
     with running_cluster(tmp_path_factory.mktemp("cluster")) as running:
         yield running
-    assert all(group_is_empty(p) for p in running.pids), "a cluster JVM outlived the fixture"
+    left = [group_members(pid) for pid in running.pids if not group_is_empty(pid)]
+    assert not left, f"cluster processes outlived the fixture:\n{left}"
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +103,7 @@ FLOW_SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.timeout(600)  # under the 90 s it needs on an idle 2-core machine, but the JVMs slow down with load
 def test_flow_on_the_cluster_equals_the_local_run(cluster, executors_python, tmp_path):
     (tmp_path / "flow.py").write_text(FLOW_SCRIPT)
     done = run_driver([sys.executable, "flow.py"], tmp_path, executors_python, {"MASTER": cluster.master_url})
@@ -127,7 +136,7 @@ def _answer(engine: str, data: Path, out: Path, master: str | None, executors: P
     return pq.read_table(out)
 
 
-@pytest.mark.cluster
+@slow_cluster_test
 @pytest.mark.parametrize("engine", ["spark-streaming", "spark-batch"])
 def test_q15_on_the_cluster_equals_the_local_engine(engine, cluster, cluster_data, executors_python, tmp_path):
     from elastream.tpcxbb.answers import answer_difference
@@ -153,7 +162,7 @@ CHECK_SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.cluster
+@slow_cluster_test
 def test_executors_without_pyarrow_fail_the_check_saying_what_to_install(cluster, tmp_path):
     from elastream.spark.shipping import pinned_ranges
 
@@ -166,3 +175,92 @@ def test_executors_without_pyarrow_fail_the_check_saying_what_to_install(cluster
         f"the Spark executors on {cluster.master_url} cannot import pyarrow (needed by elastream's streaming "
         f"translation): install it in the executors' Python ({no_pyarrow} on each worker): "
         f'pip install "pyarrow{pinned_ranges()["pyarrow"]}"')
+
+
+# -- without a cluster: the zip, and what the executors' answers mean ------------------------------------------------
+
+def test_the_package_zip_imports_the_translation_without_compiled_extensions(tmp_path):
+    from elastream.spark.shipping import package_zip
+
+    first, second = package_zip(tmp_path), package_zip(tmp_path)
+    names = zipfile.ZipFile(first).namelist()
+    python = executor_python(tmp_path / "python")  # no elastream of its own
+    script = ("import sys; sys.path.insert(1, sys.argv[1]); import elastream.spark.streaming, "
+              "elastream.tpcxbb.pipelines, elastream.bench, elastream.ordered.routing as r, elastream.ipc.codec; "
+              "from elastream.operators.untrack import extension_untrack; "
+              "print(elastream.__file__, r._splitfast, extension_untrack())")
+    done = subprocess.run([str(python), "-c", script, str(first)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+
+    assert first == second and len(list(tmp_path.glob("*.zip"))) == 1  # cached by content
+    assert "elastream/spark/" in names and "elastream/spark/layers.py" in names  # a folder entry: no __init__.py
+    assert not [n for n in names if n.endswith((".so", ".c", ".pyc"))]
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [f"{first}/elastream/__init__.py", "None", "None"]
+
+
+def test_masters_that_get_the_package_shipped():
+    from elastream.spark.shipping import is_local_master
+
+    assert [is_local_master(m) for m in ("local", "local[2]", "local[*, 3]", "local-cluster[2,1,1024]",
+                                         "spark://127.0.0.1:7077", "yarn")] == [True, True, True, False, False, False]
+
+
+def test_version_ranges():
+    from elastream.spark.shipping import pinned_ranges, satisfies
+
+    assert pinned_ranges()["pyarrow"] == ">=14,<25" and pinned_ranges()["cloudpickle"] == ">=3,<4"
+    assert [satisfies(v, ">=3,<4") for v in ("2.1.0", "3", "3.1.3", "4.0.0rc1")] == [False, True, True, False]
+    assert satisfies("1.0.3", ">=1.0.3,<2") and not satisfies("1.0.2", ">=1.0.3,<2")
+
+
+def _python(**changes):
+    from elastream.spark.executors import ExecutorPython
+
+    fine = dict(executable="/usr/bin/python3", python=tuple(sys.version_info[:3]), elastream_version="0.1.0",
+                elastream_file="./elastream-0.1.0-0123456789abcdef.zip/elastream/__init__.py", elastream_error=None,
+                versions={"pyarrow": "24.0.0", "cloudpickle": "3.1.3"}, errors={})
+    return ExecutorPython(**{**fine, **changes})
+
+
+def test_what_the_executors_answers_mean():
+    from elastream.spark.executors import ExecutorReport, report_problems
+
+    master = "spark://10.0.0.1:7077"
+    needs = {"pyarrow": "needed by elastream's streaming translation", "cloudpickle": "pickles"}
+    on, where = f"the Spark executors on {master}", "install it in the executors' Python (/usr/bin/python3 on each worker)"
+    assert report_problems(ExecutorReport(master, (_python(),)), needs) == []
+    broken = _python(versions={"pyarrow": None, "cloudpickle": "2.1.0"}, errors={"pyarrow": "ModuleNotFoundError"})
+    assert report_problems(ExecutorReport(master, (broken,)), needs) == [
+        f'{on} cannot import pyarrow (needed by elastream\'s streaming translation): {where}: pip install "pyarrow>=14,<25"',
+        f'{on} have cloudpickle 2.1.0, but elastream needs cloudpickle>=3,<4: {where}: pip install "cloudpickle>=3,<4"']
+    old = _python(python=(3, 9, 2))
+    assert report_problems(ExecutorReport(master, (old,)), {}) == [
+        f"{on} run Python 3.9 (/usr/bin/python3) and the driver runs Python {sys.version_info[0]}.{sys.version_info[1]} "
+        f"({sys.executable}): Spark needs the same major.minor on both: point spark.pyspark.python (or PYSPARK_PYTHON) "
+        f"at a Python {sys.version_info[0]}.{sys.version_info[1]} on each worker"]
+    installed = _python(elastream_file="/usr/lib/python3/site-packages/elastream/__init__.py", elastream_version="0.0.9")
+    assert report_problems(ExecutorReport(master, (installed,)), {})[0].startswith(
+        f"{on} import elastream 0.0.9 from /usr/lib/python3/site-packages/elastream/__init__.py instead of the "
+        f"package shipped with the job")
+    blocked = _python(elastream_version=None, elastream_file=None, elastream_error="ModuleNotFoundError: psutil",
+                      elastream_missing="psutil", errors={"psutil": "ModuleNotFoundError: No module named 'psutil'"})
+    assert report_problems(ExecutorReport(master, (blocked,)), {}) == [
+        f"{on} cannot import psutil (needed by elastream's streaming translation; ModuleNotFoundError: No module "
+        f'named \'psutil\'): {where}: pip install "psutil>=5.9,<8"']
+
+
+def test_what_a_failed_check_job_means():
+    from elastream.spark.executors import _job_failure
+
+    class Context:
+        master, pythonExec = "spark://10.0.0.1:7077", "/opt/py/bin/python3"
+
+    on = "the Spark executors on spark://10.0.0.1:7077"
+    mismatch = RuntimeError("[PYTHON_VERSION_MISMATCH] Python in worker has different version: 3.10 than that in "
+                            "driver: 3.11, PySpark cannot run with different minor versions.")
+    assert _job_failure(Context, mismatch, False, 180).startswith(f"{on} run Python 3.10 (/opt/py/bin/python3)")
+    missing = RuntimeError('java.io.IOException: Cannot run program "/opt/py/bin/python3": error=2, No such file')
+    assert _job_failure(Context, missing, False, 180).startswith(f"{on} cannot start their Python (/opt/py/bin/python3)")
+    assert _job_failure(Context, RuntimeError("Job 3 cancelled"), True, 180).startswith(
+        f"{on} did not run elastream's check job within 180 s")

@@ -12,8 +12,9 @@
 * The translator matches on operator specs: its modules import no operator
   class from elastream.ops.
 
-Each Spark run feeds a few files, one micro-batch each, to stay quick. The
-step functions live at module level: Spark's workers import this module.
+Each Spark run feeds a few small files (in one step of rows by default, one
+micro-batch per file where a test says so), to stay quick. The step functions
+live at module level: Spark's workers import this module.
 """
 
 from __future__ import annotations
@@ -171,7 +172,7 @@ def test_chain_of_every_kind_equals_the_sequential_local_run(spark, tmp_path):
     sums.union(ends, name="merged").sink(es.ops.Collect(), name="merged_out")
 
     want = local_outputs(flow)
-    got = run_flow_on_spark(flow, spark=spark, shuffle_partitions=2)
+    got = run_flow_on_spark(flow, spark=spark, shuffle_partitions=2, files_per_batch=1)
 
     assert got.outputs["reduced"] == want["reduced"]
     assert got.outputs["ends_out"] == want["ends_out"]
@@ -301,7 +302,8 @@ def test_equal_keys_group_alike():
 
 # -- the translator reads specs, not classes -----------------------------------------------------------------------
 
-TRANSLATOR = ("streaming", "order_keys", "failures", "plan", "layers", "frames", "feeding", "driver", "backend")
+TRANSLATOR = ("streaming", "order_keys", "failures", "plan", "layers", "frames", "feeding", "driver", "backend",
+              "keygroup_state", "stream_steps", "run_folder")
 
 
 def test_the_translator_imports_no_operator_class():

@@ -1,11 +1,13 @@
 """Running a flow on Spark from the driver: :func:`run_flow_on_spark` and the result it returns.
 
-The driver reads the flow into a plan (:mod:`elastream.spark.plan`), starts one
-streaming query over a watched folder (:mod:`elastream.spark.frames`), feeds
-the source's files into it one step at a time and waits for each step's marker
-at the sinks (:mod:`elastream.spark.feeding`), then feeds the end of stream and
-waits for the batch that flushes every key. :mod:`elastream.spark.streaming`
-explains the protocol.
+The driver reads the flow into a plan (:mod:`elastream.spark.plan`), cuts the
+source's stream into steps of files or rows (:mod:`elastream.spark.stream_steps`),
+starts one streaming query over a watched folder (:mod:`elastream.spark.frames`),
+feeds the steps into it one at a time and waits for each step's marker at the
+sinks (:mod:`elastream.spark.feeding`), then feeds the end of stream and waits
+for the batch that flushes every key. A run on a kept folder that a failed or
+stopped run of the same flow left resumes it (:mod:`elastream.spark.run_folder`).
+:mod:`elastream.spark.streaming` explains the protocol.
 
 Threading: call :func:`run_flow_on_spark` from one driver thread (the Spark
 backend's handle runs it on a background thread); Spark calls the sink
@@ -14,12 +16,11 @@ callback on its own thread. ``stop`` may be set from any thread.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ from elastream.spark.feeding import Collector, Feeder, RunStopped
 from elastream.spark.frames import flow_frame, local_workers_like_driver, session_conf, source_frame
 from elastream.spark.order_keys import END_KEY, marker_key
 from elastream.spark.plan import FlowPlan, plan_flow
+from elastream.spark.run_folder import RunFolder
+from elastream.spark.stream_steps import StreamSteps
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -46,7 +49,10 @@ class SparkRunResult:
     marker round trip (fed → seen at the sink), the last one being the end of
     stream; ``batches`` counts the micro-batches the sinks saw. ``stopped``:
     the run was stopped early (``stop``), so ``outputs`` hold what the sinks had
-    and ``rows_in`` the rows of the steps that reached them.
+    and ``rows_in`` the rows of the steps that reached them. ``resumed_steps``:
+    the steps (warm-up and end included) that an earlier run on the same
+    folder had fed; this run resumed after them, and its latencies are those
+    of the steps it fed itself.
     """
 
     outputs: dict[str, list[Any]]
@@ -55,6 +61,7 @@ class SparkRunResult:
     batches: int
     step_latencies_ms: tuple[float, ...]
     stopped: bool = False
+    resumed_steps: int = 0
 
     @property
     def tuples_per_second(self) -> float:
@@ -89,51 +96,67 @@ _QUERY_CONF = {
 
 
 def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoint_dir: str | Path | None = None,
-                      source_files: Mapping[str, Sequence[Path]] | None = None, files_per_batch: int = 1,
-                      shuffle_partitions: int | None = None, timeout_s: float | None = None,
-                      stop: threading.Event | None = None) -> SparkRunResult:
+                      source_files: Mapping[str, Sequence[Path]] | None = None, files_per_batch: int | None = None,
+                      rows_per_batch: int | None = None, shuffle_partitions: int | None = None,
+                      timeout_s: float | None = None, stop: threading.Event | None = None) -> SparkRunResult:
     """Run ``flow`` on Spark Structured Streaming; the same sink outputs, in order, as a sequential local run.
 
     ``spark``: the session (default :func:`elastream.spark.session.get_session`).
-    ``checkpoint_dir``: where the query keeps its checkpoint and the fed files
-    (must be empty or absent; kept afterwards); default a temporary folder,
-    removed afterwards. ``source_files``: the source's files in stream order
-    by source name (default what its FromParquet reads). ``files_per_batch``:
-    files per micro-batch. ``shuffle_partitions``: state partitions of the
-    keyed steps (default the session's ``spark.sql.shuffle.partitions``).
-    ``timeout_s``: give up (TimeoutError) when a step takes longer. ``stop``:
-    set it (from any thread) to stop the run at the next step; the result is
-    then marked ``stopped``.
+    ``checkpoint_dir``: where the query keeps its checkpoint, the fed steps and
+    the sinks' batches (kept afterwards): a new or empty folder starts a run, the
+    folder of an interrupted run of the same flow (a failure, a stop) resumes
+    it; default a temporary folder, removed afterwards. ``source_files``: the
+    source's files in stream order by source name (default what its FromParquet
+    reads). Micro-batch size: ``files_per_batch`` files, or ``rows_per_batch``
+    rows (default :data:`~elastream.spark.stream_steps.DEFAULT_ROWS_PER_BATCH`
+    when neither is given; rows are written as slices Spark reads in parallel).
+    ``shuffle_partitions``: state partitions of the keyed steps (default the
+    session's ``spark.sql.shuffle.partitions``). ``timeout_s``: give up
+    (TimeoutError) when a step takes longer. ``stop``: set it (from any thread)
+    to stop the run at the next step; the result is then marked ``stopped``.
 
     Raises :class:`SparkTranslationError` (before Spark starts) for an
-    operator that is local-only, and :class:`~elastream.errors.OperatorError`
-    naming the operator whose function failed in a Spark worker.
+    operator that is local-only, :class:`~elastream.errors.OperatorError`
+    naming the operator whose function failed in a Spark worker, ValueError
+    for a checkpoint folder of another run and FileExistsError for a used
+    folder that holds no run.
 
     Needs a classic session (not Spark Connect): the sink callback keeps the
     outputs in this process. On a cluster, ``checkpoint_dir`` and the stream
     files must be on storage every executor reads (fed files are symbolic
-    links to them).
+    links to them, or slices written there).
 
     Example::
 
-        result = run_flow_on_spark(flow, files_per_batch=2)
+        result = run_flow_on_spark(flow, rows_per_batch=50_000)
         result.outputs["out"], result.tuples_per_second, result.latency_p99_ms
     """
-    if files_per_batch < 1:
-        raise ValueError(f"files_per_batch must be >= 1, got {files_per_batch}")
     plan = plan_flow(flow)
     files, columns = _source_of(plan, source_files)
-    root, temporary = _checkpoint_root(checkpoint_dir)
+    steps = StreamSteps.plan(files, columns, files_per_batch=files_per_batch, rows_per_batch=rows_per_batch)
+    folder = RunFolder.open(checkpoint_dir, _manifest(flow, plan, steps))  # refuses a used folder before Spark
     try:
         if spark is None:
             from elastream.spark.session import get_session
 
             spark = get_session()
-        chunks = [list(enumerate(files))[i:i + files_per_batch] for i in range(0, len(files), files_per_batch)]
-        return _run(spark, plan, chunks, columns, root, shuffle_partitions, timeout_s, stop)
+        steps.use_slices(_default_parallelism(spark))
+        return _run(spark, plan, steps, folder, shuffle_partitions, timeout_s, stop)
     finally:
-        if temporary:
-            shutil.rmtree(root, ignore_errors=True)
+        folder.remove_if_temporary()
+
+
+def _default_parallelism(spark: SparkSession) -> int:
+    """How many tasks read a step's rows at once: the session's default parallelism."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001 - a session without a SparkContext (Spark Connect): _run refuses it
+        return 1
+
+
+def _manifest(flow: Flow, plan: FlowPlan, steps: StreamSteps) -> dict[str, Any]:
+    """What a resumed run must match: the flow's name and operators, and the stream's steps."""
+    return {"flow": flow.name, "operators": [[r.name, r.what] for r in plan.routes], **steps.describe()}
 
 
 def _source_of(plan: FlowPlan, source_files: Mapping[str, Sequence[Path]] | None
@@ -148,22 +171,13 @@ def _source_of(plan: FlowPlan, source_files: Mapping[str, Sequence[Path]] | None
     return files, tuple(columns) if columns is not None else None
 
 
-def _checkpoint_root(checkpoint_dir: str | Path | None) -> tuple[Path, bool]:
-    if checkpoint_dir is None:
-        return Path(tempfile.mkdtemp(prefix="elastream-spark-")), True
-    root = Path(checkpoint_dir)
-    if root.exists() and any(root.iterdir()):
-        # A used checkpoint would resume an old query instead of running this one from the start.
-        raise FileExistsError(f"checkpoint folder {root} is not empty; give a new or empty folder")
-    root.mkdir(parents=True, exist_ok=True)
-    return root, False
-
-
 @dataclass(slots=True)
 class _Progress:
-    """How far the feeding got: each step's latency (ms), when the data steps started and the run ended."""
+    """How far the feeding got: latencies (ms) of the steps this run fed, data steps seen, start and end."""
 
     latencies: list[float] = field(default_factory=list)
+    reached: int = 0
+    resumed: int = 0
     started: float | None = None
     ended: float | None = None
 
@@ -174,56 +188,57 @@ class _Progress:
         return (self.ended if self.ended is not None else time.perf_counter()) - self.started
 
 
-Chunks = Sequence[Sequence[tuple[int, Path]]]
-
-
-def _run(spark: SparkSession, plan: FlowPlan, chunks: Chunks, columns: tuple[str, ...] | None, root: Path,
+def _run(spark: SparkSession, plan: FlowPlan, steps: StreamSteps, folder: RunFolder,
          shuffle_partitions: int | None, timeout_s: float | None, stop: threading.Event | None) -> SparkRunResult:
-    import pyarrow.parquet as pq
-
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         # The sink hands each micro-batch to a callback in this process, which Spark Connect cannot do.
         raise SparkTranslationError("running a flow on Spark Structured Streaming needs a classic Spark session "
                                     "(--master or the standard Spark configuration); Spark Connect "
                                     "(SPARK_REMOTE) serves the batch engine and datagen only")
-    feeder = Feeder(root)
-    schema = spark.read.parquet(str(chunks[0][0][1])).schema
-    columns = columns or tuple(schema.names)
+    feeder = Feeder(folder.root, resume=folder.resumed)
+    schema = spark.read.parquet(str(steps.files[0])).schema
+    columns = steps.columns or tuple(schema.names)
     schema = type(schema)([schema[c] for c in columns])
-    collector = Collector(plan.sinks)
-    query = _start(spark, plan, feeder, schema, columns, collector, root / "checkpoint", shuffle_partitions)
+    collector = Collector(plan.sinks, folder.sink_batches)
+    query = _start(spark, plan, feeder, schema, columns, collector, folder.checkpoint, shuffle_partitions)
     progress, stopped = _Progress(), False
     try:
-        _feed(query, feeder, collector, chunks, progress, timeout_s, stop)
+        _feed(query, feeder, collector, steps, progress, timeout_s, stop)
         _check_nothing_late(query)
     except RunStopped:
         stopped = True
     finally:
         query.stop()
-    # A stopped run counts the rows of the data steps whose marker reached the sinks.
-    reached = chunks if not stopped else chunks[:len(progress.latencies)]
-    rows = sum(pq.ParquetFile(path).metadata.num_rows for chunk in reached for _, path in chunk)
-    return SparkRunResult(collector.outputs(), progress.seconds, rows, collector.batches,
-                          tuple(progress.latencies), stopped)
+    return SparkRunResult(collector.outputs(), progress.seconds, steps.rows_before(progress.reached),
+                          collector.batches, tuple(progress.latencies), stopped, progress.resumed)
 
 
-def _feed(query: Any, feeder: Feeder, collector: Collector, chunks: Chunks, progress: _Progress,
+def _feed(query: Any, feeder: Feeder, collector: Collector, steps: StreamSteps, progress: _Progress,
           timeout_s: float | None, stop: threading.Event | None) -> None:
     """Feed a warm-up step, the data steps, then the end, noting each step's latency in ``progress``.
 
     The warm-up step (a marker only) takes the query's one-time costs (first
     planning, Python workers starting) off the clock, as the local engine's
-    clock leaves out process start-up.
+    clock leaves out process start-up. Steps an earlier run on this folder
+    published are not fed again: their markers come from Spark replaying them
+    (or from the sink batches kept).
     """
-    def step(number: int, files: Sequence[tuple[int, Path]], control: int, key: bytes) -> float:
-        fed = feeder.place(number, files, control)
-        return (collector.wait_for(key, query, timeout_s, stop) - fed) * 1e3
+    def step(number: int, put: Any, control: int, key: bytes) -> None:
+        if number in feeder.published:
+            progress.resumed += 1
+            collector.wait_for(key, query, timeout_s, stop)
+            return
+        fed = feeder.place(number, put, control)
+        latency = (collector.wait_for(key, query, timeout_s, stop) - fed) * 1e3
+        if number:  # the warm-up's is not a step of the stream
+            progress.latencies.append(latency)
 
-    step(0, [], 0, marker_key(0))
+    step(0, None, 0, marker_key(0))
     progress.started = time.perf_counter()
-    for n, chunk in enumerate(chunks, start=1):
-        progress.latencies.append(step(n, chunk, n, marker_key(n)))
-    progress.latencies.append(step(len(chunks) + 1, [], -1, END_KEY))
+    for n in range(1, len(steps) + 1):
+        step(n, partial(steps.put, n - 1), n, marker_key(n))
+        progress.reached = n
+    step(len(steps) + 1, None, -1, END_KEY)
     try:
         query.processAllAvailable()  # the batch after the end row: timeouts flush every key
     except Exception as exc:  # noqa: BLE001 - an on_end hook failed in a worker: name its operator

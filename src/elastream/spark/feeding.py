@@ -6,6 +6,14 @@ the folder the query watches, atomically; :class:`Collector` is the
 and notes when each control row arrived (:mod:`elastream.spark.streaming`
 explains the protocol).
 
+**Resuming.** When the run's folder is kept, the collector also writes each
+micro-batch's rows to ``sink/<batch id>.pkl`` (a batch Spark runs again after a
+failure replaces its file and its rows, so nothing counts twice), and a feeder
+over a used folder knows which steps were already published. A query restarted
+on the same checkpoint thus resumes: Spark replays the uncommitted batch from
+its checkpoint, the driver feeds only the steps not yet published, and the
+outputs of the batches before the failure come back from their files.
+
 Threading: the driver thread calls ``Feeder.place`` and ``Collector.wait_for``;
 Spark calls the collector from its own streaming thread. The collector's
 condition variable guards its rows and arrival times.
@@ -14,10 +22,11 @@ condition variable guards its rows and arrival times.
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,26 +47,49 @@ class RunStopped(Exception):
 
 
 class Collector:
-    """The ``foreachBatch`` target: keeps (order key, pickled item) per sink and stamps control rows."""
+    """The ``foreachBatch`` target: keeps (order key, pickled item) per sink and stamps control rows.
 
-    def __init__(self, sinks: Mapping[int, str]) -> None:
+    ``folder``: where each batch's rows are also written (a kept run folder), and
+    read back from when the run resumes (module docstring).
+    """
+
+    def __init__(self, sinks: Mapping[int, str], folder: Path | None = None) -> None:
         self.sinks = dict(sinks)
-        self.rows: dict[str, list[tuple[bytes, bytes]]] = {name: [] for name in self.sinks.values()}
+        self.folder = folder
         self.arrived: dict[bytes, float] = {}
-        self.batches = 0
+        self._batches: dict[int, list[tuple[bytes, bytes, int]]] = {}
         self._cond = threading.Condition()
+        if folder is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            self._load(folder)
+
+    def _load(self, folder: Path) -> None:
+        """Take back the batches a failed or stopped run of this folder saw (their control rows count as arrived)."""
+        now = time.perf_counter()
+        for path in sorted(folder.glob("*.pkl")):
+            rows = pickle.loads(path.read_bytes())
+            self._batches[int(path.stem)] = rows
+            for k, _, r in rows:
+                if r == CONTROL_ROUTE:
+                    self.arrived.setdefault(k, now)
 
     def __call__(self, frame: DataFrame, batch_id: int) -> None:
-        rows = frame.select("k", "v", "r").collect()
+        rows = [(bytes(k), bytes(v), r) for k, v, r in frame.select("k", "v", "r").collect()]
+        if self.folder is not None:
+            _write_atomically(self.folder / f"{batch_id:012d}.pkl", pickle.dumps(rows, protocol=5))
         now = time.perf_counter()
         with self._cond:
-            self.batches += 1
-            for k, v, r in rows:
+            self._batches[batch_id] = rows  # a batch run again after a failure replaces its first run
+            for k, _, r in rows:
                 if r == CONTROL_ROUTE:
-                    self.arrived.setdefault(bytes(k), now)
-                else:
-                    self.rows[self.sinks[r]].append((bytes(k), bytes(v)))
+                    self.arrived.setdefault(k, now)
             self._cond.notify_all()
+
+    @property
+    def batches(self) -> int:
+        """Micro-batches the sinks saw (those of a resumed run's earlier part included)."""
+        with self._cond:
+            return len(self._batches)
 
     def wait_for(self, key: bytes, query: Any, timeout_s: float | None, stop: threading.Event | None = None) -> float:
         """Block until the control row ``key`` reached a sink; its arrival time.
@@ -79,37 +111,48 @@ class Collector:
 
     def outputs(self) -> dict[str, list[Any]]:
         """Each sink's items in order-key order (the sequential run's order)."""
+        kept: dict[str, list[tuple[bytes, bytes]]] = {name: [] for name in self.sinks.values()}
         with self._cond:
-            rows = {name: sorted(kept) for name, kept in self.rows.items()}
-        return {name: [loads(v) for _, v in kept] for name, kept in rows.items()}
+            for rows in self._batches.values():
+                for k, v, r in rows:
+                    if r != CONTROL_ROUTE:
+                        kept[self.sinks[r]].append((k, v))
+        return {name: [loads(v) for _, v in sorted(rows)] for name, rows in kept.items()}
 
 
 class Feeder:
-    """Places the stream files into the watched folder one step at a time (:mod:`elastream.spark.streaming`)."""
+    """Places the stream's steps into the watched folder one at a time (:mod:`elastream.spark.streaming`).
 
-    def __init__(self, root: Path):
+    Over a used run folder (``resume``), :attr:`published` holds the steps its
+    earlier run published; a step it was still building is discarded.
+    """
+
+    def __init__(self, root: Path, resume: bool = False):
         self.root = root
         self.watched = root / "in"
         self._staging = root / "staging"
-        self.watched.mkdir(parents=True)
-        self._staging.mkdir()
+        if resume and self._staging.is_dir():
+            shutil.rmtree(self._staging)  # a step the failed run had not published yet
+        self.watched.mkdir(parents=True, exist_ok=resume)
+        self._staging.mkdir(exist_ok=resume)
+        self.published = {int(p.name) for p in self.watched.iterdir()} if resume else set()
 
-    def place(self, step: int, files: Sequence[tuple[int, Path]], control: int) -> float:
-        """Link ``files`` (position, path) and a control file, then publish them as one folder; the time."""
+    def place(self, step: int, put: Callable[[Path], None] | None, control: int) -> float:
+        """Let ``put`` place the step's data files, add a control file, then publish them as one folder; the time."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         folder = self._staging / f"{step:09d}"
         folder.mkdir()
-        for position, path in files:
-            _link(path, folder / f"d{position:09d}.parquet")
+        if put is not None:
+            put(folder)
         pq.write_table(pa.table({CTL_COLUMN: pa.array([control], pa.int64())}), folder / f"c{step:09d}.parquet")
         folder.rename(self.watched / folder.name)  # atomic: a listing sees the whole step or nothing
+        self.published.add(step)
         return time.perf_counter()
 
 
-def _link(src: Path, dst: Path) -> None:
-    try:
-        os.symlink(src.resolve(), dst)
-    except OSError:  # a file system without symbolic links
-        shutil.copyfile(src, dst)
+def _write_atomically(path: Path, data: bytes) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)

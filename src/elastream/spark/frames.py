@@ -2,7 +2,7 @@
 
 :func:`flow_frame` chains the plan's layers (:mod:`elastream.spark.layers`) after
 the source: one ``mapInArrow``, then one ``applyInPandasWithState`` per keyed
-layer, each on the synthetic event time and its watermark
+layer grouped by (route, key group), each on the synthetic event time and its watermark
 (:mod:`elastream.spark.streaming` explains why).
 
 Threading: called from the driver thread that starts the query.
@@ -36,7 +36,8 @@ def flow_frame(plan: FlowPlan, source: DataFrame, columns: tuple[str, ...]) -> D
     frame = source.mapInArrow(SourceLayer(plan.routes, plan.source, columns, plan.stateful), ROWS_SCHEMA)
     for layer in plan.layers:
         steps = {i: plan.keyed[i] for i in layer}
-        frame = with_event_time(frame).groupBy("r", "g").applyInPandasWithState(
+        # Grouped by key group, not by key: one Python call per key group per micro-batch (keygroup_state).
+        frame = with_event_time(frame).groupBy("r", "p").applyInPandasWithState(
             KeyedLayer(plan.routes, steps), ROWS_SCHEMA, "s binary", "append", GroupStateTimeout.EventTimeTimeout)
     return frame
 

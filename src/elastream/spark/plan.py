@@ -10,6 +10,11 @@ Keyed steps are grouped into *layers*: layer ``d`` holds the keyed steps with
 included); each layer becomes one ``applyInPandasWithState`` and the
 stateless operators run inside the layer that produces their input.
 
+A partitioned step's keys fall into its declared key groups (``spec.key_groups``,
+:mod:`elastream.operators.keygroups`, the same groups the local engine moves);
+Spark groups its rows by key group, so its state holds one entry per key group
+(:mod:`elastream.spark.keygroup_state`). A stateful step is one group.
+
 Threading: called on the driver; the plan's routes and steps are pickled to Spark's Python workers.
 """
 
@@ -19,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from elastream.operators.keygroups import stable_hash
 from elastream.operators.spec import Driver, Kind, OperatorSpec
 from elastream.spark.failures import SparkTranslationError, fail_in_worker
 from elastream.spark.order_keys import key_bytes
@@ -40,17 +46,24 @@ KNOWN = ("Map, Filter, FlatMap, KeyedProcess, KeyedReduce, StatefulProcess and U
 
 @dataclass(frozen=True, slots=True)
 class KeySpec:
-    """How the rows bound for keyed step ``name`` get their group: by ``key`` (partitioned), or all in one."""
+    """How the rows bound for keyed step ``name`` are grouped: by ``key`` into ``groups`` key groups
+    (partitioned), or all in one (stateful, ``key`` None)."""
 
     name: str
     key: Callable[[Any], Any] | None
+    groups: int = 1
 
-    def group(self, item: Any) -> bytes:
-        """The group bytes of a data item."""
+    def place(self, item: Any) -> tuple[bytes, int]:
+        """The key bytes of a data item (its entry in the group's state) and its key group.
+
+        The key group is :func:`~elastream.operators.keygroups.key_group` of the
+        key, as the local engine computes it; equal keys have equal key bytes.
+        """
         if self.key is None:
-            return STATEFUL_GROUP
+            return STATEFUL_GROUP, 0
         try:
-            return key_bytes(self.key(item))
+            key = self.key(item)
+            return key_bytes(key), stable_hash(key) % self.groups
         except Exception as exc:  # noqa: BLE001 - the key function is the keyed operator's code
             raise fail_in_worker(self.name, exc) from exc
 
@@ -60,7 +73,8 @@ class KeyedStep:
     """A partitioned (keyed_process, keyed_reduce) or stateful (stateful_process) operator, as declared.
 
     ``reduce`` marks a keyed_reduce (``step`` is then ``fn(acc, item)`` and
-    ``factory`` its optional ``initial``); ``stage`` numbers it in the flow.
+    ``factory`` its optional ``initial``); ``stage`` numbers it in the flow;
+    ``groups`` is its number of key groups (1 for a stateful step).
     """
 
     name: str
@@ -70,6 +84,7 @@ class KeyedStep:
     factory: Callable[[], Any] | None
     on_end: Callable[..., Iterable[Any]] | None
     reduce: bool = False
+    groups: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +113,12 @@ def _classify(name: str, op: Operator, stage: int) -> tuple[str, Any]:
         case "map" | "filter" | "flat_map":
             return declared.transform, declared.fn
         case "keyed_process" | "stateful_process" if declared.fn is not None:
-            key = spec.key if spec.kind is Kind.PARTITIONED else None
-            return "keyed", KeyedStep(name, stage, key, declared.fn, declared.state, declared.on_end)
+            partitioned = spec.kind is Kind.PARTITIONED
+            return "keyed", KeyedStep(name, stage, spec.key if partitioned else None, declared.fn, declared.state,
+                                      declared.on_end, groups=max(1, spec.key_groups) if partitioned else 1)
         case "keyed_reduce" if declared.fn is not None:
-            return "keyed", KeyedStep(name, stage, spec.key, declared.fn, declared.state, None, reduce=True)
+            return "keyed", KeyedStep(name, stage, spec.key, declared.fn, declared.state, None, reduce=True,
+                                      groups=max(1, spec.key_groups))
         case "union":
             return "union", None
         case "collect":
@@ -172,7 +189,7 @@ def plan_flow(flow: Flow) -> FlowPlan:
     keyed = {i: s for i, (what, s) in enumerate(declared) if what == "keyed"}
     depth = _keyed_depths(names, inputs, keyed)
     routes = tuple(Route(n, what, fn if what in STATELESS_TRANSFORMS else None,
-                         KeySpec(n, fn.key) if what == "keyed" else None, tuple(consumers[i]))
+                         KeySpec(n, fn.key, fn.groups) if what == "keyed" else None, tuple(consumers[i]))
                    for i, (n, (what, fn)) in enumerate(zip(names, declared)))
     layers = tuple(tuple(i for i in keyed if depth[i] == d) for d in range(1, max(depth, default=0) + 1))
     source = index[sources[0]]

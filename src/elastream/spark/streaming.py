@@ -9,8 +9,8 @@ declared transform (operator)           Spark
 ======================================  ==============================================================
 ``parquet_source`` (one FromParquet)    ``readStream`` of Parquet files, fed in order (below)
 ``map`` / ``filter`` / ``flat_map``     Python, inside the ``mapInArrow`` or keyed layer that feeds them
-``keyed_process`` / ``keyed_reduce``    ``applyInPandasWithState`` grouped by the operator's key
-``stateful_process``                    ``applyInPandasWithState`` on one constant key
+``keyed_process`` / ``keyed_reduce``    ``applyInPandasWithState`` grouped by the key's key group
+``stateful_process``                    ``applyInPandasWithState`` on one constant group
 ``union``                               a tag on the order key (below)
 ``collect`` (any number of sinks)       ``foreachBatch`` into driver-side lists
 ======================================  ==============================================================
@@ -24,9 +24,12 @@ the same translation behind a RunHandle (:mod:`elastream.spark.backend`).
 parts are :mod:`~elastream.spark.order_keys` (order keys, items and keys as
 bytes), :mod:`~elastream.spark.plan` (the flow read into routes, keyed steps
 and layers), :mod:`~elastream.spark.layers` (what runs in Spark's Python
-workers), :mod:`~elastream.spark.frames` (the query's frames and session
-settings), :mod:`~elastream.spark.feeding` (files fed in order, sinks
-collected), :mod:`~elastream.spark.driver` (:func:`run_flow_on_spark`) and
+workers), :mod:`~elastream.spark.keygroup_state` (a keyed step's state per key
+group), :mod:`~elastream.spark.frames` (the query's frames and session
+settings), :mod:`~elastream.spark.stream_steps` (the stream cut into steps of
+files or rows), :mod:`~elastream.spark.feeding` (steps fed in order, sinks
+collected), :mod:`~elastream.spark.run_folder` (the run's folder, resuming),
+:mod:`~elastream.spark.driver` (:func:`run_flow_on_spark`) and
 :mod:`~elastream.spark.failures` (translation and worker errors).
 
 **One chain of layers.** A Spark query is a tree: a frame used by two
@@ -34,8 +37,11 @@ consumers is computed twice, stateful steps included. So the flow (any DAG) is
 compiled into a chain: one ``mapInArrow`` right after the source, then one
 ``applyInPandasWithState`` per *keyed layer* (layer ``d`` holds the keyed steps
 with ``d`` keyed steps on their longest path from the source). Rows carry a
-route ``r`` (the operator they go to) and a group ``g`` (the pickled key of that
-operator); a layer steps the groups of its own operators, runs their outputs on
+route ``r`` (the operator they go to), the bytes ``g`` of that operator's key
+and the key's key group ``p`` (the local engine's, :mod:`elastream.operators.keygroups`);
+a layer groups by (``r``, ``p``), steps the key groups of its own operators (one
+Python call per key group per micro-batch, whose Spark state holds the states
+of all its keys: :mod:`~elastream.spark.keygroup_state`), runs their outputs on
 through the stateless operators that follow, and passes every other row
 through. Fan-out copies a row per consumer; nothing runs twice.
 
@@ -53,13 +59,14 @@ made of it in port order (its interleaving is not defined locally either).
 
 **Feeding the files in order.** Spark's file source orders new files by
 modification time, not by name, so the driver itself feeds the stream: step
-``i`` links ``files_per_batch`` files (named by their stream position) plus one
-*marker* file into a fresh folder and renames it into the watched folder, so a
-listing sees a whole step or nothing; the next step is fed only when marker
-``i`` has reached the sink. Each micro-batch therefore holds whole steps, in
-order, and the marker's round trip is the step's latency. A first step with a
-marker only warms the query up (planning, Python workers) before the clock
-starts.
+``i`` puts its data (``files_per_batch`` files linked, or ``rows_per_batch``
+rows written as a few slice files Spark reads in parallel; every file named by
+its stream position) plus one *marker* file into a fresh folder and renames it
+into the watched folder, so a listing sees a whole step or nothing; the next
+step is fed only when marker ``i`` has reached the sink. Each micro-batch
+therefore holds whole steps, in order, and the marker's round trip is the
+step's latency. A first step with a marker only warms the query up (planning,
+Python workers) before the clock starts.
 
 **End of stream, exactly once per key.** Keyed steps use event-time timeouts
 on a synthetic event time: data rows carry 2000-01-01, and after the last step
@@ -72,7 +79,15 @@ the same batch) sees the watermark past the timeout, steps them and flushes at
 once. Flushed keys leave the state store, so no hook runs twice; a stateful
 step gets its own copy of every control row, so it exists (and flushes) even
 when no data reaches it, as locally. The driver waits for the end row at the
-sink, then ``processAllAvailable`` returns after that flushing batch.
+sink, then ``processAllAvailable`` returns after that flushing batch. All of
+this happens per key group: a key group times out (or sees the watermark past
+its timeout) once, and flushes every key it holds.
+
+**Resuming.** A run whose folder (``checkpoint_dir``) is kept writes each
+micro-batch the sinks get beside Spark's checkpoint; run again on the same
+folder after a failure or a stop, the same flow resumes from the checkpoint
+(Spark replays the batch that did not commit, the driver feeds only the steps
+not yet published) and gives the answer of an uninterrupted run.
 
 Spark's analyzer refuses more than one ``applyInPandasWithState`` per query
 (its JVM twin ``flatMapGroupsWithState`` is allowed several times in append
@@ -100,16 +115,17 @@ from elastream.spark.driver import SparkRunResult, run_flow_on_spark
 from elastream.spark.failures import SparkTranslationError, fail_in_worker, query_error
 from elastream.spark.feeding import Collector, Feeder, RunStopped
 from elastream.spark.frames import WATERMARK_DELAY, flow_frame, source_frame, with_event_time
-from elastream.spark.layers import CTL_COLUMN, DATA_TIME_S, END_TIME_S, ET_COLUMN, ROWS_SCHEMA, SEQ_COLUMN, \
-    TIMEOUT_MS, TIMEOUT_S, KeyedLayer, KeyState, Row, SourceLayer
+from elastream.spark.keygroup_state import TIMEOUT_MS, TIMEOUT_S, KeyGroupCall
+from elastream.spark.layers import COLUMNS, CTL_COLUMN, DATA_TIME_S, END_TIME_S, ET_COLUMN, ROWS_SCHEMA, SEQ_COLUMN, \
+    KeyedLayer, Row, SourceLayer
 from elastream.spark.order_keys import END_KEY, MARKER_KEY, ROW_BITS, child_key, dumps, end_key, is_control, \
     key_bytes, loads, marker_key, port_key, source_key
 from elastream.spark.plan import CONTROL_ROUTE, STATEFUL_GROUP, FlowPlan, KeyedStep, KeySpec, Route, plan_flow
 
 __all__ = [
-    "CONTROL_ROUTE", "CTL_COLUMN", "DATA_TIME_S", "END_KEY", "END_TIME_S", "ET_COLUMN", "MARKER_KEY", "ROWS_SCHEMA",
+    "COLUMNS", "CONTROL_ROUTE", "CTL_COLUMN", "DATA_TIME_S", "END_KEY", "END_TIME_S", "ET_COLUMN", "MARKER_KEY", "ROWS_SCHEMA",
     "ROW_BITS", "SEQ_COLUMN", "STATEFUL_GROUP", "TIMEOUT_MS", "TIMEOUT_S", "WATERMARK_DELAY",
-    "Collector", "Feeder", "FlowPlan", "KeySpec", "KeyState", "KeyedLayer", "KeyedStep", "Route", "Row", "RunStopped",
+    "Collector", "Feeder", "FlowPlan", "KeyGroupCall", "KeySpec", "KeyedLayer", "KeyedStep", "Route", "Row", "RunStopped",
     "SourceLayer", "SparkRunResult", "SparkTranslationError",
     "child_key", "dumps", "end_key", "fail_in_worker", "flow_frame", "is_control", "key_bytes", "loads", "marker_key",
     "plan_flow", "port_key", "query_error", "run_flow_on_spark", "source_frame", "source_key", "with_event_time",

@@ -15,8 +15,10 @@ both engines share every query function.
 
 ``options`` (the CLI namespace as a dict): ``master``, ``checkpoint`` (a
 folder; each run uses a new subfolder of it, kept), ``max_files_per_trigger``
-(stream files per micro-batch, default 1) and ``shuffle_partitions`` (state
-partitions of the keyed steps, default the session's setting).
+(stream files per micro-batch) or ``rows_per_batch`` (stream rows per
+micro-batch; default :data:`elastream.spark.stream_steps.DEFAULT_ROWS_PER_BATCH`
+when neither is given) and ``shuffle_partitions`` (state partitions of the
+keyed steps, default the session's setting).
 
 Runs on the caller's thread; Spark does the work.
 
@@ -47,7 +49,10 @@ def add_arguments(parser: Any) -> None:
                       help="spark-streaming: keep each run's checkpoint in a new subfolder of DIR "
                            "(default: a temporary folder, removed after the run)")
     add_argument_once(parser, "--max-files-per-trigger", type=int, default=None, metavar="N",
-                      help="spark-streaming: stream files per micro-batch (default 1)")
+                      help="spark-streaming: stream files per micro-batch (default: --rows-per-batch)")
+    add_argument_once(parser, "--rows-per-batch", type=int, default=None, metavar="N",
+                      help="spark-streaming: stream rows per micro-batch (default 100000; not with "
+                           "--max-files-per-trigger)")
     add_argument_once(parser, "--shuffle-partitions", type=int, default=None, metavar="N",
                       help="spark-streaming: state partitions of the keyed steps "
                            "(default: the session's spark.sql.shuffle.partitions)")
@@ -63,7 +68,8 @@ def run_query(query: str, data_dir: Path, params: Any, options: Mapping[str, Any
     spark = get_session(options.get("master"))
     result = run_flow_on_spark(qf.flow, spark=spark, checkpoint_dir=_run_folder(options.get("checkpoint"), query),
                                source_files={qf.source_name: qf.stream_files},
-                               files_per_batch=options.get("max_files_per_trigger") or 1,
+                               files_per_batch=options.get("max_files_per_trigger"),
+                               rows_per_batch=options.get("rows_per_batch"),
                                shuffle_partitions=options.get("shuffle_partitions"))
     return QueryRun(query=query, engine=ENGINE, answer=qf.finish(result.outputs[qf.sink_name]),
                     seconds=result.seconds, input_rows=result.rows_in,

@@ -1,0 +1,164 @@
+"""Key-group state in Spark: one Python call per key group per micro-batch steps every key of the group.
+
+A keyed layer (:class:`~elastream.spark.layers.KeyedLayer`) groups its rows by
+(route, key group) rather than by key, so Spark's state store holds one value
+per key group of each keyed step: the pickled dict of that group's keys (key
+bytes → :data:`Entry` ``[first order key, key, user state]``). One call of
+:class:`KeyGroupCall` unpickles that dict once, steps the group's rows in
+order-key order (the order a sequential run gives each key) in a plain loop,
+and pickles the dict back once. With tens of thousands of keys this replaces
+tens of thousands of Python calls (one pandas frame each) per micro-batch by
+at most ``key_groups`` calls (:mod:`elastream.operators.keygroups`).
+
+End of stream: every key group's state carries the event-time timeout of the
+synthetic end (:mod:`elastream.spark.streaming`); when it fires, or when rows
+reach a group in the batch after the end (the watermark is then past the
+timeout), every key of the group is flushed once (its ``on_end``) and the
+group leaves the state store.
+
+Threading: runs in Spark's Python workers, one call at a time per worker.
+
+Example (what a layer does with one group's frames)::
+
+    outputs = KeyGroupCall(step, spark_state).run(frames)   # [(order key, item), ...]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from elastream.spark.failures import fail_in_worker
+from elastream.spark.order_keys import child_key, dumps, end_key, loads
+from elastream.spark.plan import STATEFUL_GROUP, KeyedStep
+
+#: The key groups' timeout (2050-01-01, s and ms): the synthetic end of stream's event time passes it, data
+#: rows' never does (elastream.spark.streaming).
+TIMEOUT_S = 2_524_608_000
+TIMEOUT_MS = TIMEOUT_S * 1000
+#: What a key group keeps per key: [order key where the key was first seen, the key, the user's state].
+Entry = list
+#: Keys of one key group: key bytes → Entry.
+GroupState = dict
+
+
+class _NoValue:
+    """A KeyedReduce key without ``initial`` before its first item (its first item becomes the fold)."""
+
+    def __reduce__(self) -> str:
+        return "_NO_VALUE"  # unpickles as the one instance, so ``is _NO_VALUE`` holds in any worker
+
+
+_NO_VALUE = _NoValue()
+
+
+def group_rows(frames: Iterable[Any]) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """The order keys, pickled items and key bytes of a group's pandas frames, as plain lists (one pass each)."""
+    ks: list[bytes] = []
+    vs: list[bytes] = []
+    gs: list[bytes] = []
+    for frame in frames:
+        ks.extend(frame["k"].tolist())
+        vs.extend(frame["v"].tolist())
+        gs.extend(frame["g"].tolist())
+    return ks, vs, gs
+
+
+@dataclass(slots=True)
+class KeyGroupCall:
+    """One call of a keyed step for one key group: step its keys' rows in order, flush them at the end of stream.
+
+    ``spark_state`` is Spark's ``GroupState`` of the group (one binary column:
+    the pickled :data:`GroupState`).
+    """
+
+    step: KeyedStep
+    spark_state: Any
+
+    def run(self, frames: Iterator[Any]) -> list[tuple[bytes, Any]]:
+        """The outputs (order key, item) of this group's rows in this micro-batch; updates Spark's state."""
+        state = self.spark_state
+        if state.hasTimedOut:  # only after the end row: every key still open flushes once
+            keys: GroupState = loads(state.get[0])
+            state.remove()
+            return self.flush(keys)
+        ks, vs, gs = group_rows(frames)
+        keys = loads(state.get[0]) if state.exists else {}
+        out: list[tuple[bytes, Any]] = []
+        order = sorted(range(len(ks)), key=ks.__getitem__)
+        if self.step.reduce:
+            self._reduce(keys, order, ks, vs, gs, out)
+        else:
+            self._process(keys, order, ks, vs, gs, out)
+        if self.step.key is None and STATEFUL_GROUP not in keys:  # a stateful step exists from the start
+            keys[STATEFUL_GROUP] = [b"", None, self._initial()]
+        if state.getCurrentWatermarkMs() > TIMEOUT_MS:
+            out.extend(self.flush(keys))  # the end has passed: this is the flushing batch
+            state.remove()
+        else:
+            state.update((dumps(keys),))
+            state.setTimeoutTimestamp(TIMEOUT_MS)
+        return out
+
+    def _process(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], gs: list[bytes],
+                 out: list) -> None:
+        """A keyed or stateful process step over the group's rows (control rows only make a stateful step exist)."""
+        s = self.step
+        key_fn, step_fn = s.key, s.step
+        try:
+            for i in order:
+                k = ks[i]
+                if k[:1] == b"\x00":  # a stateful step's copy of a control row
+                    continue
+                item = loads(vs[i])
+                entry = keys.get(gs[i])
+                if entry is None:  # the key's first item: on_end gets this key object, as locally
+                    entry = keys[gs[i]] = [k, key_fn(item) if key_fn is not None else None, self._initial()]
+                entry[2], emitted = step_fn(entry[2], item)
+                if emitted:
+                    out.extend((child_key(k, j), e) for j, e in enumerate(emitted))
+        except Exception as exc:  # noqa: BLE001 - the operator's code: report it by name
+            raise fail_in_worker(s.name, exc) from exc
+
+    def _reduce(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], gs: list[bytes],
+                out: list) -> None:
+        """A KeyedReduce: the running fold per key, emitted as (key of the item, value) for every item."""
+        s = self.step
+        key_fn, fold = s.key, s.step
+        assert key_fn is not None
+        try:
+            for i in order:
+                k = ks[i]
+                item = loads(vs[i])
+                key = key_fn(item)
+                entry = keys.get(gs[i])
+                if entry is None:
+                    entry = keys[gs[i]] = [k, key, self._initial()]
+                entry[2] = item if entry[2] is _NO_VALUE else fold(entry[2], item)
+                out.append((k, (key, entry[2])))
+        except Exception as exc:  # noqa: BLE001
+            raise fail_in_worker(s.name, exc) from exc
+
+    def _initial(self) -> Any:
+        factory = self.step.factory
+        if factory is None:
+            return _NO_VALUE
+        try:
+            return factory()
+        except Exception as exc:  # noqa: BLE001
+            raise fail_in_worker(self.step.name, exc) from exc
+
+    def flush(self, keys: GroupState) -> list[tuple[bytes, Any]]:
+        """Every key's ``on_end`` outputs, keyed after every data row in first-seen order (:func:`end_key`)."""
+        s = self.step
+        if s.on_end is None:
+            return []
+        out: list[tuple[bytes, Any]] = []
+        try:
+            for first, key, value in keys.values():
+                emitted = s.on_end(value) if s.key is None else s.on_end(key, value)
+                out.extend((end_key(s.stage, first, j), e) for j, e in enumerate(emitted or ()))
+        except Exception as exc:  # noqa: BLE001
+            raise fail_in_worker(s.name, exc) from exc
+        return out

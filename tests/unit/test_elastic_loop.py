@@ -174,3 +174,25 @@ def test_a_failing_controller_stops_elasticity_not_the_run(capsys):
         handle.shutdown()
     assert "elasticity stopped, the flow runs on at its current levels: RuntimeError: controller bug" in (
         capsys.readouterr().err)
+
+
+class SlowAnswers:
+    """A handle whose parts answer late (a round trip to a busy worker) but report their own pause."""
+
+    finished = threading.Event()
+
+    def submit(self, decisions):
+        time.sleep(0.05)  # the round trip, which no stream waited for
+        return [Applied(d, 0.0, True, "", pause_ms=0.25) for d in decisions]
+
+
+def test_the_pause_is_what_the_parts_measured_not_the_round_trip():
+    handle = start_threads(endless_flow(), RunConfig(threads=1))
+    try:
+        loop = ElasticLoop(SlowAnswers(), Elastic(), [Scripted([SetThreads(2)])], Levels(threads=(1,)))
+        loop.step(handle.stats())
+        assert loop.timeline.entries[-1].pause_ms == 0.25
+        applied = handle.submit([SetThreads(2)])  # the threads backend measures its own reconfiguration point
+        assert applied[0].ok and 0 <= applied[0].pause_ms < 50
+    finally:
+        handle.shutdown()

@@ -58,7 +58,8 @@ def test_the_timeline_round_trips_through_json():
     assert data == timeline.to_json()
     decision = data["entries"][1]["decisions"][1]
     assert decision == {"type": "MoveKeyGroups", "fields": {"operator": "work", "groups": [1, 5], "target": 2},
-                        "reason": "balance", "at_s": 4.0, "ok": False, "why": "no state"}
+                        "reason": "balance", "at_s": 4.0, "ok": False, "why": "no state",
+                        "pause_ms": None}
     assert data["entries"][2]["levels"] == {"threads": [2, 2], "processes": 2, "held_processes": 0,
                                           "replicas": {"work": 3}, "fused": []}
     assert Timeline.from_json(data).entries == timeline.entries

@@ -145,8 +145,10 @@ class ElasticLoop:
     def _apply(self, decisions: list[Decision], at_s: float) -> tuple[list[Applied], float | None]:
         """Submit the decisions that change something; the pause is how long applying them held the run.
 
-        The pause is measured around ``submit``: an upper bound of the longest time any stream
-        waited because of the change (a thread joins or leaves between two batches).
+        The pause is the longest a part's reconfiguration point took (each backend measures its own:
+        a thread joins or leaves between two batches, a split changes its routing between two
+        batches, a regroup waits for its safe point); only where no part measured it, the time
+        around ``submit`` (then an upper bound, round trips to worker processes included).
         """
         actionable = [d for d in decisions if is_applied_by_runtime(d) and is_supported(d, self.levels)]
         notes = [Applied(d, at_s, True, "recorded") for d in decisions if not is_applied_by_runtime(d)]
@@ -156,7 +158,9 @@ class ElasticLoop:
             return notes, None
         began = perf_counter()
         applied = list(self.handle.submit(actionable))
-        return applied + notes, (perf_counter() - began) * 1000.0
+        measured = [a.pause_ms for a in applied if a.pause_ms is not None]
+        pause_ms = max(measured) if measured else (perf_counter() - began) * 1000.0
+        return applied + notes, pause_ms
 
     def _not_supported(self, decisions: list[Decision], at_s: float) -> list[Applied]:
         """Decisions no backend applies yet, each recorded the first period it is proposed (not every period)."""

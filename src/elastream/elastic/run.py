@@ -24,6 +24,7 @@ import psutil
 
 from elastream.elastic.config import Elastic
 from elastream.elastic.controller import Machine, available_cores, create_controller
+from elastream.elastic.fusion_rule import FusionPlan
 from elastream.elastic.held import as_written
 from elastream.elastic.loop import ElasticLoop, Fixed
 from elastream.metrics.stats import FlowStats
@@ -39,7 +40,7 @@ class ElasticRunHandle:
         self.inner = inner
         self.written = written
         """The user's operator names when the run replicates units under other names (else None)."""
-        self.loop = ElasticLoop(inner, elastic, [create_controller(elastic.controller)], levels, fixed,
+        self.loop = ElasticLoop(inner, elastic, [controller_for(inner, elastic)], levels, fixed,
                                 machine=MachineProbe(elastic))
         self.loop.start()
 
@@ -96,6 +97,15 @@ class ElasticRunHandle:
         self.loop.stop()
         self.loop.record_final(result.stats)
         return dataclasses.replace(result, timeline=self.loop.timeline, stats=self._as_written(result.stats))
+
+
+def controller_for(inner: Any, elastic: Elastic) -> Any:
+    """The run's controller: the default one also regroups fused chains as the thread level changes
+    (:mod:`elastream.elastic.fusion_rule`), from the flow the backend runs."""
+    if elastic.controller != "auto" or not hasattr(inner, "flow"):
+        return create_controller(elastic.controller)
+    scheduling = getattr(getattr(inner, "config", None), "scheduling", None)
+    return create_controller("auto", fusion=FusionPlan.of(inner.flow, getattr(scheduling, "fuse", True)))
 
 
 class MachineProbe:

@@ -155,7 +155,7 @@ def applied_to_json(applied: Applied) -> dict[str, Any]:
     decision = applied.decision
     fields = {f.name: _plain(getattr(decision, f.name)) for f in dataclasses.fields(decision) if f.name != "reason"}
     return {"type": type(decision).__name__, "fields": fields, "reason": getattr(decision, "reason", ""),
-            "at_s": applied.at_s, "ok": applied.ok, "why": applied.why}
+            "at_s": applied.at_s, "ok": applied.ok, "why": applied.why, "pause_ms": applied.pause_ms}
 
 
 def applied_from_json(data: dict[str, Any]) -> Applied | None:
@@ -166,7 +166,8 @@ def applied_from_json(data: dict[str, Any]) -> Applied | None:
     names = {f.name for f in dataclasses.fields(kind)}
     args = {k: tuple(v) if isinstance(v, list) else v for k, v in data.get("fields", {}).items() if k in names}
     decision = kind(**args, reason=data.get("reason", "")) if "reason" in names else kind(**args)
-    return Applied(decision=decision, at_s=data["at_s"], ok=data["ok"], why=data.get("why", ""))
+    return Applied(decision=decision, at_s=data["at_s"], ok=data["ok"], why=data.get("why", ""),
+                   pause_ms=data.get("pause_ms"))
 
 
 def levels_from_json(data: dict[str, Any]) -> Levels:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from time import perf_counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -48,10 +49,14 @@ def target_process(decision: Decision, assignment: Mapping[str, int]) -> int | s
 
 
 def apply_in_part(handle: Any, decision: Decision) -> ControlResult:
-    """Apply ``decision`` to one part's threads handle (the part is process 0 of its own engine).
+    """Apply ``decision`` to one part's threads handle (the part is process 0 of its own engine), with
+    the time it took as its pause. The ticket of the answer is 0: the caller sets it."""
+    began = perf_counter()
+    result = _apply_in_part(handle, decision)
+    return replace(result, pause_ms=(perf_counter() - began) * 1000.0)
 
-    The ticket of the answer is 0: the caller sets it.
-    """
+
+def _apply_in_part(handle: Any, decision: Decision) -> ControlResult:
     if isinstance(decision, SetThreads):
         try:
             applied = handle.submit([replace(decision, process=0)])[0]

@@ -115,6 +115,8 @@ class ControlResult:
     ticket: int
     ok: bool
     why: str = ""
+    pause_ms: float | None = None
+    """Time inside the part's reconfiguration point (what the streams waited; the round trip is not it)."""
 
 
 #: What a part sends to the parent.

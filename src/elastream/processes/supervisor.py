@@ -384,7 +384,7 @@ class ProcessRunHandle:
         applied = []
         for decision, sent in zip(decisions, pending):
             result = sent if isinstance(sent, ControlResult) else self._replies.wait(sent)
-            applied.append(Applied(decision, at, result.ok, result.why))
+            applied.append(Applied(decision, at, result.ok, result.why, result.pause_ms))
         self.timeline.extend(applied)
         return applied
 

@@ -107,6 +107,9 @@ class Applied:
     """Seconds since the run started."""
     ok: bool
     why: str = ""
+    pause_ms: float | None = None
+    """How long applying it held the streams it touches, as the part that applied it measured it (the
+    time inside its reconfiguration point; None: not measured, e.g. a decision only recorded)."""
 
 
 @dataclass(frozen=True, slots=True)

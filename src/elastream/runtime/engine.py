@@ -17,6 +17,7 @@ wants ticks).
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from collections.abc import Sequence
 from time import perf_counter
 
@@ -98,9 +99,15 @@ class ThreadRunHandle:
 
     def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
         """Apply ``decisions`` now (this backend's reconfiguration point), check them, record them."""
-        applied = [self._apply(d) for d in decisions]
+        applied = [self._timed_apply(d) for d in decisions]
         self.timeline.extend(applied)
         return applied
+
+    def _timed_apply(self, decision: Decision) -> Applied:
+        """``_apply``, with the time it held the run as the decision's pause."""
+        began = perf_counter()
+        applied = self._apply(decision)
+        return replace(applied, pause_ms=(perf_counter() - began) * 1000.0)
 
     def _apply(self, decision: Decision) -> Applied:
         at = perf_counter() - self._started

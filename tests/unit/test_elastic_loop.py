@@ -196,3 +196,18 @@ def test_the_pause_is_what_the_parts_measured_not_the_round_trip():
         assert applied[0].ok and 0 <= applied[0].pause_ms < 50
     finally:
         handle.shutdown()
+
+
+def test_a_hold_that_ended_in_the_period_is_its_pause():
+    from elastream.elastic.loop import with_holds
+    from elastream.metrics.period import OperatorPeriod, PeriodStats
+
+    def op(name, hold):
+        return OperatorPeriod(name=name, kind="coroutine", tuples_in=0, tuples_out=0, busy_s=0.0, cpu_s=0.0,
+                              read_blocked_s=0.0, write_blocked_s=0.0, queue_length=0, write_blocked_ratio=0.0,
+                              new_hold_s=hold)
+
+    period = PeriodStats(start_s=0.0, period_s=0.5, operators={"x#split": op("x#split", 0.012), "y": op("y", 0.0)})
+    assert with_holds(None, period) == pytest.approx(12.0)
+    assert with_holds(30.0, period) == 30.0
+    assert with_holds(None, PeriodStats(start_s=0.0, period_s=0.5)) is None

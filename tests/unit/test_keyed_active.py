@@ -79,6 +79,8 @@ def test_keyed_replicas_join_and_leave_while_running_keep_the_sequential_output(
     assert all(n > 0 for n in per_replica), per_replica  # each replica took work once it joined
     assert split.active == [2] and set(split.table) == {2}  # the leavers handed every key group over
     assert split.moves_done >= 16
+    assert 0 < split.longest_hold_s < 30  # each move's pause: its key group's tuples held until the state arrived
+    assert result.stats.operators[split_name("x")].longest_hold_s == split.longest_hold_s
 
 
 def test_held_replicas_take_no_work_until_added():

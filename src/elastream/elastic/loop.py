@@ -102,6 +102,7 @@ class ElasticLoop:
         machine = self._machine(self.levels) if self._machine is not None else None
         decisions = self._decide(period, machine)
         applied, pause_ms = self._apply(decisions, at_s=stats.elapsed_s)
+        pause_ms = with_holds(pause_ms, period)
         self.levels = levels_after(self.levels, applied)
         self.timeline.record(period, self.levels, applied, pause_ms=pause_ms)
         return applied
@@ -167,6 +168,15 @@ class ElasticLoop:
         fresh = [d for d in decisions if d not in self._unapplied]
         self._unapplied = set(decisions)
         return [Applied(d, at_s, False, f"{type(d).__name__} is not applied while a flow runs yet") for d in fresh]
+
+
+def with_holds(pause_ms: float | None, period: PeriodStats) -> float | None:
+    """The period's pause: the reconfiguration point's, or a longer hold that ended in the period (a key
+    group's tuples held until its state reached the replica it moved to, after an earlier decision)."""
+    held = max((op.new_hold_s for op in period.operators.values()), default=0.0) * 1000.0
+    if held <= 0.0:
+        return pause_ms
+    return held if pause_ms is None else max(pause_ms, held)
 
 
 def is_supported(decision: Decision, levels: Levels) -> bool:

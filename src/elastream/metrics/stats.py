@@ -66,6 +66,9 @@ class OperatorStats:
     """The operator's bound: 1 (coroutine, stateful), its partitions (partitioned) or unbounded (stateless)."""
     key_group_load: tuple[int, ...] = ()
     """Recent tuples per key group (an ordered split's routing load, decayed as its balancing reads it)."""
+    longest_hold_s: float = 0.0
+    """Longest time tuples waited for a reconfiguration of the operator so far (an ordered split: a key
+    group's tuples held while its state moved)."""
 
 
 @dataclass(frozen=True, slots=True)

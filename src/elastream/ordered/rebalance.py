@@ -173,6 +173,8 @@ class Move:
     target: int
     held: list[tuple] = field(default_factory=list)
     """Pieces of the partition's tuples that arrived meanwhile, in order: sent to ``target`` after the state."""
+    started: float = field(default_factory=perf_counter)
+    """When the partition stopped being routed (its tuples are held from then until its state arrives)."""
 
 
 class RateMeter:
@@ -350,6 +352,7 @@ class SplitBalancing:
     _next_decision: float
     _active: list[int]
     _requested: list[int] | None
+    longest_hold_s: float
 
     def _enqueue(self, r: int, msg: tuple, tuples: int) -> None:
         raise NotImplementedError
@@ -362,6 +365,7 @@ class SplitBalancing:
         states = self.link.states  # type: ignore[union-attr]
         for p in [p for p in self._moves if p in states]:
             move = self._moves.pop(p)
+            self.longest_hold_s = max(self.longest_hold_s, perf_counter() - move.started)
             self._enqueue(move.target, (IMPORT_SEQ, p, states.pop(p)), 0)
             for piece in move.held:
                 self._enqueue(move.target, piece, len(piece[3]))

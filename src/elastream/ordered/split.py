@@ -97,6 +97,8 @@ class OrderedSplit(SplitBalancing, Operator):
         self._rr = 0
         self.batches = 0
         self.moves_done = 0
+        self.longest_hold_s = 0.0
+        """Longest time a moving key group's tuples were held until its state arrived (the moves' pause)."""
         self._moves: dict[int, Move] = {}
         self._load = [0] * self.partitions
         self._seen: dict = link.key_order if link is not None else {}  # the keys, in first-seen order

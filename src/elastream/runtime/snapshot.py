@@ -55,6 +55,7 @@ def operator_stats(task: Task, now: float) -> OperatorStats:
         output_write_blocked_ratio=out_ratio, inputs=inputs, malformed=task.malformed,
         cpu_s=task.cpu_s, sent=_sent_by_operator(task), workers=task.workers, peak_workers=task.peak_workers,
         max_workers=task.max_workers if task.shared else 1, key_group_load=task.op.key_group_load(),
+        longest_hold_s=getattr(task.op, "longest_hold_s", 0.0),
     )
 
 

@@ -29,12 +29,28 @@ from elastream.elastic.view import FlowView, Unit
 TAU = 0.1
 
 
+#: A unit whose input holds more than this many seconds of its work (at its true rate and instances)
+#: is as congested as one whose producers wait: a finite input that fits in the unit's input buffers
+#: never blocks its source, and Algorithm 9 alone would never see the unit fall behind.
+DRAIN_S = 1.0
+
+
 def is_bottleneck(unit: Unit, tau: float = TAU) -> bool:
-    """Algorithm 9's test for one candidate: input congested (≥ τ) and output not (< τ).
+    """Algorithm 9's test for one candidate: input congested (≥ τ) — or backlogged — and output not (< τ).
 
     Example: ``is_bottleneck(unit)`` for a unit whose producers waited 60% of the period and which never waited.
     """
-    return unit.is_parallel and unit.input_congestion >= tau and unit.output_congestion < tau
+    congested = unit.input_congestion >= tau or is_backlogged(unit)
+    return unit.is_parallel and congested and unit.output_congestion < tau
+
+
+def is_backlogged(unit: Unit, drain_s: float = DRAIN_S) -> bool:
+    """True when the tuples waiting at ``unit``'s input would take it more than ``drain_s`` to handle.
+
+    Example: a unit handling 500 tuples per busy second with 1,500 waiting is backlogged (3 s of work).
+    """
+    capacity = unit.true_rate * max(1, unit.instances) * drain_s
+    return unit.true_rate > 0 and unit.backlog > capacity
 
 
 def detect_bottlenecks(view: FlowView, tau: float = TAU) -> list[Unit]:

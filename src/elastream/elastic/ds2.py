@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from elastream.elastic.bottleneck import TAU, detect_bottlenecks
+from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
 from elastream.elastic.view import FlowView, Unit, flow_view
@@ -87,7 +87,8 @@ def source_rate(unit: Unit, period_s: float, tau: float = TAU) -> float:
 
 
 def input_targets(view: FlowView, tau: float = TAU) -> dict[str, float]:
-    """Tuples per second each unit must take in so the sources can send at their rates (sources downwards)."""
+    """Tuples per second each unit must take in so the sources can send at their rates (sources downwards),
+    plus what waits at its input drained within :data:`~elastream.elastic.bottleneck.DRAIN_S`."""
     inflow: dict[str, float] = {}
     for unit in view.topological():
         if unit.is_source:
@@ -97,6 +98,11 @@ def input_targets(view: FlowView, tau: float = TAU) -> dict[str, float]:
         sent = sum(unit.downstream.values())
         for dst, n in unit.downstream.items():
             inflow[dst] = inflow.get(dst, 0.0) + (out_rate * n / sent if sent else 0.0)
+    for unit in view.units.values():
+        # What waits at an input no producer is blocked on (a finite input, buffered) must drain within
+        # DRAIN_S too; a congested input's backlog is the sources' rate already, which sets its target.
+        if unit.backlog and not unit.is_source and unit.input_congestion < tau:
+            inflow[unit.name] = inflow.get(unit.name, 0.0) + unit.backlog / DRAIN_S
     return inflow
 
 
@@ -233,8 +239,7 @@ def grow_decisions(view: FlowView, sizing: dict[str, Sizing], caps: dict[str, in
         unit, size = view.units[name], sizing[name]
         if want <= unit.instances:
             continue
-        why = (f"{name!r} is a bottleneck (input full {unit.input_congestion:.0%} of the period, output "
-               f"{unit.output_congestion:.0%})" if name in named
+        why = (f"{name!r} is a bottleneck ({_congestion(unit)})" if name in named
                else f"{name!r} is sized in the same step as the bottleneck {first.name!r}")
         decisions.append(SetReplicas(name, want, reason=f"{why}: {_rates(size)}, so {want} replicas (DS2)"))
     return decisions
@@ -252,6 +257,14 @@ def shrink_decisions(view: FlowView, sizing: dict[str, Sizing], bottlenecks: set
             decisions.append(SetReplicas(name, keep, reason=f"{name!r} has more replicas than its load needs: "
                                                             f"{_rates(size)}, so {keep} of {unit.instances} (DS2)"))
     return decisions
+
+
+def _congestion(unit: Unit) -> str:
+    """Why Algorithm 9 (or the backlog rule) calls ``unit`` a bottleneck, in words."""
+    if unit.input_congestion < TAU and is_backlogged(unit):
+        return (f"{unit.backlog:,} tuples wait at its input, {unit.backlog / unit.true_rate:.1f} s of one "
+                f"instance's work")
+    return f"input full {unit.input_congestion:.0%} of the period, output {unit.output_congestion:.0%}"
 
 
 def _rates(size: Sizing) -> str:

@@ -62,6 +62,8 @@ class Unit:
     key_group_load: tuple[int, ...] = ()
     handled: int = 0
     """Tuples handled summed over its operators (a fused chain of three counts each tuple three times)."""
+    backlog: int = 0
+    """Tuples waiting at its input at the period's end (a replicated unit: at its split and replicas)."""
 
     @property
     def is_source(self) -> bool:
@@ -268,7 +270,8 @@ def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict
         cpu_s=sum(o.cpu_s for o in workers), write_blocked_s=sum(o.write_blocked_s for o in workers),
         input_congestion=0.0, output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
         downstream=dict(downstream), upstream=upstream, key_group_load=load,
-        handled=sum(o.tuples_out if o.kind == "source" else o.tuples_in for o in workers)), 0.0
+        handled=sum(o.tuples_out if o.kind == "source" else o.tuples_in for o in workers),
+        backlog=first.queue_length), 0.0
 
 
 def _replicated_unit(name: str, split: OperatorPeriod, merge: OperatorPeriod, replicas: list[OperatorPeriod],
@@ -288,7 +291,7 @@ def _replicated_unit(name: str, split: OperatorPeriod, merge: OperatorPeriod, re
         input_congestion=_fraction(split.write_blocked_s, span),
         output_congestion=max(_fraction(replica_blocked, span), _fraction(merge.write_blocked_s, span)),
         downstream=dict(downstream), upstream=upstream, key_group_load=split.key_group_load,
-        handled=merge.tuples_out)
+        handled=merge.tuples_out, backlog=split.queue_length + sum(r.queue_length for r in replicas))
 
 
 def _with_input_congestion(unit: Unit, units: dict[str, Unit], period: PeriodStats, span: float) -> Unit:

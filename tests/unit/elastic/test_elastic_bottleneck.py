@@ -73,3 +73,26 @@ def test_the_thread_controllers_throughput_equals_the_views():
     for period in (chain_period(CHAIN, rate=1000.0), replicated_period("slow", 3, rate=1000.0, cost_s=1e-4),
                    *load_periods("chain_one_slow_unfused.json")[:3]):
         assert period_throughput(period) == flow_view(period).throughput()
+
+
+def test_a_finite_input_waiting_in_the_buffers_is_a_bottleneck_too():
+    """The source has sent everything and waits on nothing, but 1,500 tuples (3 s of work) wait at the unit."""
+    from dataclasses import replace
+
+    from elastream.elastic.bottleneck import is_backlogged
+    from elastream.elastic.ds2 import DS2Controller
+    from elastream.elastic.controller import Machine
+    from elastream.runtime.decisions import SetReplicas
+
+    period = PeriodStats(start_s=0.0, period_s=0.5, operators={
+        "src": op("src", "source", n=0, out=0, busy=0.0, sent={"work": 0}),
+        "work": replace(op("work", n=250, busy=0.5, sent={"out": 250}), queue_length=1500),
+        "out": op("out", "sink", n=250, busy=0.001)})
+    view = flow_view(period)
+    assert view.units["work"].backlog == 1500 and view.units["work"].input_congestion == 0.0
+    assert is_backlogged(view.units["work"]) and [u.name for u in detect_bottlenecks(view)] == ["work"]
+    decisions = DS2Controller().decide(period, Levels(replicas={"work": 1}), Machine(cores=2))
+    assert [(d.operator, d.count) for d in decisions if isinstance(d, SetReplicas)] == [("work", 2)]
+    assert "1,500 tuples wait at its input" in decisions[0].reason
+    light = replace(period, operators={**period.operators, "work": replace(period.operators["work"], queue_length=100)})
+    assert detect_bottlenecks(flow_view(light)) == []  # 0.2 s of work waiting: it keeps up

@@ -21,6 +21,7 @@ import zipfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -103,7 +104,7 @@ FLOW_SCRIPT = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.timeout(600)  # under the 90 s it needs on an idle 2-core machine, but the JVMs slow down with load
+@pytest.mark.timeout(600)  # four JVMs (master, worker, executor, driver) on two cores: slow when the machine is busy
 def test_flow_on_the_cluster_equals_the_local_run(cluster, executors_python, tmp_path):
     (tmp_path / "flow.py").write_text(FLOW_SCRIPT)
     done = run_driver([sys.executable, "flow.py"], tmp_path, executors_python, {"MASTER": cluster.master_url})
@@ -129,7 +130,13 @@ def cluster_data(cluster, executors_python, tmp_path_factory) -> Path:
     return out
 
 
-def _answer(engine: str, data: Path, out: Path, master: str | None, executors: Path) -> pq.ParquetFile:
+@pytest.fixture(scope="module")
+def local_q15(cluster_data, executors_python, tmp_path_factory):
+    """q15's answer from the local engine (no Spark), the reference for both Spark engines."""
+    return _answer("local", cluster_data, tmp_path_factory.mktemp("local") / "q15.parquet", None, executors_python)
+
+
+def _answer(engine: str, data: Path, out: Path, master: str | None, executors: Path) -> pa.Table:
     args = ["query", "q15", "--data", str(data), "--engine", engine, "--out", str(out), *Q15_FLAGS]
     done = run_driver(elastream_cli(*args, *(["--master", master] if master else [])), out.parent, executors)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -138,10 +145,11 @@ def _answer(engine: str, data: Path, out: Path, master: str | None, executors: P
 
 @slow_cluster_test
 @pytest.mark.parametrize("engine", ["spark-streaming", "spark-batch"])
-def test_q15_on_the_cluster_equals_the_local_engine(engine, cluster, cluster_data, executors_python, tmp_path):
+def test_q15_on_the_cluster_equals_the_local_engine(engine, cluster, cluster_data, local_q15, executors_python,
+                                                   tmp_path):
     from elastream.tpcxbb.answers import answer_difference
 
-    expected = _answer("local", cluster_data, tmp_path / "local.parquet", None, executors_python)
+    expected = local_q15
     actual = _answer(engine, cluster_data, tmp_path / f"{engine}.parquet", cluster.master_url, executors_python)
 
     assert expected.num_rows > 0

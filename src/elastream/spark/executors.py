@@ -116,7 +116,7 @@ def check_executors(spark: Any, *, needs: Mapping[str, str] | None = None,
         if key not in _checked:
             ship_package(spark)
             report = ExecutorReport(master, tuple(_run_probe(context, tuple(needs), timeout_s)))
-            problems = report_problems(report, needs, executable=_python_exec(context))
+            problems = report_problems(report, needs)
             if problems:
                 raise ExecutorEnvironmentError(problems)
             _checked[key] = report
@@ -192,7 +192,7 @@ def _run_probe(context: Any, needs: tuple[str, ...], timeout_s: float) -> list[E
 
 # -- what the answers mean -------------------------------------------------------------------------------------------
 
-def report_problems(report: ExecutorReport, needs: Mapping[str, str], *, executable: str = "python3") -> list[str]:
+def report_problems(report: ExecutorReport, needs: Mapping[str, str]) -> list[str]:
     """One line per problem in ``report`` (empty when the executors are fine), each saying what to install where.
 
     Example: ``report_problems(report, EXECUTOR_NEEDS) == []`` on a healthy cluster.

@@ -113,10 +113,10 @@ def _launch(log: Path, env: dict[str, str], main_class: str, *args: str) -> subp
     with open(log, "ab") as out:
         return subprocess.Popen([str(spark_home() / "bin" / "spark-class"), main_class, *args], env=env,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=die_with_parent)
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child, before exec: the kernel sends SIGKILL when the thread that started it ends (exec keeps it)."""
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 

@@ -25,7 +25,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from cluster_fixture import LocalCluster, executor_python, group_is_empty, group_members, running_cluster
+from cluster_fixture import LocalCluster, die_with_parent, executor_python, group_is_empty, group_members, \
+    running_cluster
 
 pytestmark = pytest.mark.spark
 DRIVER_TIMEOUT_S = 240
@@ -64,11 +65,14 @@ def executors_python(tmp_path_factory) -> Path:
 
 def run_driver(args: list[str], cwd: Path, executors: Path, env: Mapping[str, str] | None = None
                ) -> subprocess.CompletedProcess:
-    """Run a driver process (``args``) whose executors use ``executors``; killed with its JVM on a timeout."""
+    """Run a driver process (``args``) whose executors use ``executors``.
+
+    It is killed with its JVM on a timeout, and by the kernel if this process dies first.
+    """
     full_env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "MASTER", "PYSPARK_SUBMIT_ARGS")}
     full_env.update({"PYSPARK_PYTHON": str(executors), "SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
     process = subprocess.Popen(args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+                               text=True, start_new_session=True, preexec_fn=die_with_parent)
     try:
         out, err = process.communicate(timeout=DRIVER_TIMEOUT_S)
     finally:
@@ -236,18 +240,23 @@ def test_what_the_executors_answers_mean():
 
     master = "spark://10.0.0.1:7077"
     needs = {"pyarrow": "needed by elastream's streaming translation", "cloudpickle": "pickles"}
-    on, where = f"the Spark executors on {master}", "install it in the executors' Python (/usr/bin/python3 on each worker)"
+    on = f"the Spark executors on {master}"
+    where = "install it in the executors' Python (/usr/bin/python3 on each worker)"
+    driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert report_problems(ExecutorReport(master, (_python(),)), needs) == []
     broken = _python(versions={"pyarrow": None, "cloudpickle": "2.1.0"}, errors={"pyarrow": "ModuleNotFoundError"})
     assert report_problems(ExecutorReport(master, (broken,)), needs) == [
-        f'{on} cannot import pyarrow (needed by elastream\'s streaming translation): {where}: pip install "pyarrow>=14,<25"',
-        f'{on} have cloudpickle 2.1.0, but elastream needs cloudpickle>=3,<4: {where}: pip install "cloudpickle>=3,<4"']
+        f"{on} cannot import pyarrow (needed by elastream's streaming translation): {where}: "
+        f'pip install "pyarrow>=14,<25"',
+        f"{on} have cloudpickle 2.1.0, but elastream needs cloudpickle>=3,<4: {where}: "
+        f'pip install "cloudpickle>=3,<4"']
     old = _python(python=(3, 9, 2))
     assert report_problems(ExecutorReport(master, (old,)), {}) == [
-        f"{on} run Python 3.9 (/usr/bin/python3) and the driver runs Python {sys.version_info[0]}.{sys.version_info[1]} "
-        f"({sys.executable}): Spark needs the same major.minor on both: point spark.pyspark.python (or PYSPARK_PYTHON) "
-        f"at a Python {sys.version_info[0]}.{sys.version_info[1]} on each worker"]
-    installed = _python(elastream_file="/usr/lib/python3/site-packages/elastream/__init__.py", elastream_version="0.0.9")
+        f"{on} run Python 3.9 (/usr/bin/python3) and the driver runs Python {driver} ({sys.executable}): "
+        f"Spark needs the same major.minor on both: point spark.pyspark.python (or PYSPARK_PYTHON) "
+        f"at a Python {driver} on each worker"]
+    installed = _python(elastream_file="/usr/lib/python3/site-packages/elastream/__init__.py",
+                        elastream_version="0.0.9")
     assert report_problems(ExecutorReport(master, (installed,)), {})[0].startswith(
         f"{on} import elastream 0.0.9 from /usr/lib/python3/site-packages/elastream/__init__.py instead of the "
         f"package shipped with the job")
@@ -269,6 +278,7 @@ def test_what_a_failed_check_job_means():
                             "driver: 3.11, PySpark cannot run with different minor versions.")
     assert _job_failure(Context, mismatch, False, 180).startswith(f"{on} run Python 3.10 (/opt/py/bin/python3)")
     missing = RuntimeError('java.io.IOException: Cannot run program "/opt/py/bin/python3": error=2, No such file')
-    assert _job_failure(Context, missing, False, 180).startswith(f"{on} cannot start their Python (/opt/py/bin/python3)")
+    assert _job_failure(Context, missing, False, 180).startswith(
+        f"{on} cannot start their Python (/opt/py/bin/python3)")
     assert _job_failure(Context, RuntimeError("Job 3 cancelled"), True, 180).startswith(
         f"{on} did not run elastream's check job within 180 s")

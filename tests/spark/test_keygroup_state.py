@@ -38,8 +38,8 @@ import elastream as es
 from elastream.errors import OperatorError
 from elastream.operators.keygroups import key_group
 from elastream.spark.keygroup_state import TIMEOUT_MS, KeyGroupCall
-from elastream.spark.order_keys import child_key, dumps, end_key, key_bytes, loads, marker_key, source_key
-from elastream.spark.plan import STATEFUL_GROUP, KeyedStep, KeySpec, plan_flow
+from elastream.spark.order_keys import child_key, dumps, end_key, loads, marker_key, source_key
+from elastream.spark.plan import KeyedStep, KeySpec, plan_flow
 from elastream.spark.stream_steps import SLICE_STRIDE, StreamSteps
 from elastream.spark.streaming import run_flow_on_spark
 
@@ -121,10 +121,8 @@ def many_keys_flow(files: list[Path], first=None) -> es.Flow:
                                  np.int64(130)])
 def test_key_groups_are_the_local_engines(key):
     for groups in (8, 9, 128):
-        spec = KeySpec("op", lambda item: item, groups)
-        key_bytes_of, group = spec.place(key)
-        assert group == key_group(key, groups)
-        assert key_bytes_of == key_bytes(key)
+        assert KeySpec("op", lambda item: item, groups).group_of(key) == key_group(key, groups)
+    assert KeySpec("op", None).group_of(key) == 0  # a stateful step is one group
 
 
 def test_the_plan_uses_each_operators_declared_key_groups(tmp_path):
@@ -162,9 +160,8 @@ class FakeGroupState:
         return self.watermark_ms
 
 
-def frames_of(rows: list[tuple[bytes, object, bytes]], chunk: int = 7) -> list[pd.DataFrame]:
-    frame = pd.DataFrame({"k": [k for k, _, _ in rows], "v": [dumps(v) for _, v, _ in rows],
-                          "g": [g for _, _, g in rows]})
+def frames_of(rows: list[tuple[bytes, object]], chunk: int = 7) -> list[pd.DataFrame]:
+    frame = pd.DataFrame({"k": [k for k, _ in rows], "v": [dumps(v) for _, v in rows]})
     return [frame.iloc[i:i + chunk] for i in range(0, len(frame), chunk)]
 
 
@@ -172,7 +169,7 @@ COUNTS = KeyedStep("counts", 3, user_of, count_and_sum, lambda: [0, 0], totals, 
 
 
 def test_one_call_steps_every_key_of_its_group_in_order_and_keeps_their_state():
-    rows = [(source_key(x), {"user": x % 50, "x": x}, key_bytes(x % 50)) for x in range(400)]
+    rows = [(source_key(x), {"user": x % 50, "x": x}) for x in range(400)]
     state = FakeGroupState()
 
     first_batch = rows[:200]
@@ -183,17 +180,17 @@ def test_one_call_steps_every_key_of_its_group_in_order_and_keeps_their_state():
 
     # the same outputs as one sequential loop over the rows (each key's rows in stream order)
     want, kept = [], {}
-    for k, row, _ in rows:
+    for k, row in rows:
         st = kept.setdefault(row["user"], [0, 0])
         _, emitted = count_and_sum(st, row)
         want.extend((child_key(k, j), e) for j, e in enumerate(emitted))
     assert first + second == want and len(want) == 200  # in order: one key group, stepped in stream order
     keys = loads(state.value[0])
-    assert len(keys) == 50 and keys[key_bytes(7)][1:] == [7, [8, sum(range(7, 400, 50))]]
+    assert len(keys) == 50 and keys[7][1:] == [7, [8, sum(range(7, 400, 50))]]
 
 
 def test_the_end_of_stream_flushes_every_key_of_the_group_once():
-    rows = [(source_key(x), {"user": x % 30, "x": x}, key_bytes(x % 30)) for x in range(90)]
+    rows = [(source_key(x), {"user": x % 30, "x": x}) for x in range(90)]
     state = FakeGroupState()
     KeyGroupCall(COUNTS, state).run(iter(frames_of(rows)))
 
@@ -206,14 +203,14 @@ def test_the_end_of_stream_flushes_every_key_of_the_group_once():
 
 def test_rows_after_the_end_are_stepped_then_flushed_at_once():
     state = FakeGroupState(watermark_ms=TIMEOUT_MS + 1)  # the batch after the end row
-    out = KeyGroupCall(COUNTS, state).run(iter(frames_of([(source_key(1), {"user": 4, "x": 1}, key_bytes(4))])))
+    out = KeyGroupCall(COUNTS, state).run(iter(frames_of([(source_key(1), {"user": 4, "x": 1})])))
     assert out == [(end_key(3, source_key(1), 0), (4, "total", 1, 1))] and state.value is None
 
 
 def test_a_stateful_step_exists_from_its_first_control_row():
     step = KeyedStep("seen", 5, None, last_seen, dict, report_seen)
     state = FakeGroupState()
-    assert KeyGroupCall(step, state).run(iter(frames_of([(marker_key(1), None, STATEFUL_GROUP)]))) == []
+    assert KeyGroupCall(step, state).run(iter(frames_of([(marker_key(1), None)]))) == []
     state.hasTimedOut = True
     assert KeyGroupCall(step, state).run(iter([])) == [(end_key(5, b"", 0), ("users at the end", 0))]
 

@@ -2,8 +2,10 @@
 
 A keyed layer (:class:`~elastream.spark.layers.KeyedLayer`) groups its rows by
 (route, key group) rather than by key, so Spark's state store holds one value
-per key group of each keyed step: the pickled dict of that group's keys (key
-bytes → :data:`Entry` ``[first order key, key, user state]``). One call of
+per key group of each keyed step: the pickled dict of that group's keys (key →
+:data:`Entry` ``[first order key, key, user state]``; a plain dict of the key
+objects, so keys Python treats as equal share an entry, as in the local
+engine's operators; a stateful step's one entry is under ``None``). One call of
 :class:`KeyGroupCall` unpickles that dict once, steps the group's rows in
 order-key order (the order a sequential run gives each key) in a plain loop,
 and pickles the dict back once. With tens of thousands of keys this replaces
@@ -31,7 +33,7 @@ from typing import Any
 
 from elastream.spark.failures import fail_in_worker
 from elastream.spark.order_keys import child_key, dumps, end_key, loads
-from elastream.spark.plan import STATEFUL_GROUP, KeyedStep
+from elastream.spark.plan import KeyedStep
 
 #: The key groups' timeout (2050-01-01, s and ms): the synthetic end of stream's event time passes it, data
 #: rows' never does (elastream.spark.streaming).
@@ -39,7 +41,7 @@ TIMEOUT_S = 2_524_608_000
 TIMEOUT_MS = TIMEOUT_S * 1000
 #: What a key group keeps per key: [order key where the key was first seen, the key, the user's state].
 Entry = list
-#: Keys of one key group: key bytes → Entry.
+#: Keys of one key group: key → Entry.
 GroupState = dict
 
 
@@ -53,16 +55,14 @@ class _NoValue:
 _NO_VALUE = _NoValue()
 
 
-def group_rows(frames: Iterable[Any]) -> tuple[list[bytes], list[bytes], list[bytes]]:
-    """The order keys, pickled items and key bytes of a group's pandas frames, as plain lists (one pass each)."""
+def group_rows(frames: Iterable[Any]) -> tuple[list[bytes], list[bytes]]:
+    """The order keys and pickled items of a group's pandas frames, as plain lists (one pass each)."""
     ks: list[bytes] = []
     vs: list[bytes] = []
-    gs: list[bytes] = []
     for frame in frames:
         ks.extend(frame["k"].tolist())
         vs.extend(frame["v"].tolist())
-        gs.extend(frame["g"].tolist())
-    return ks, vs, gs
+    return ks, vs
 
 
 @dataclass(slots=True)
@@ -83,16 +83,16 @@ class KeyGroupCall:
             keys: GroupState = loads(state.get[0])
             state.remove()
             return self.flush(keys)
-        ks, vs, gs = group_rows(frames)
+        ks, vs = group_rows(frames)
         keys = loads(state.get[0]) if state.exists else {}
         out: list[tuple[bytes, Any]] = []
         order = sorted(range(len(ks)), key=ks.__getitem__)
         if self.step.reduce:
-            self._reduce(keys, order, ks, vs, gs, out)
+            self._reduce(keys, order, ks, vs, out)
         else:
-            self._process(keys, order, ks, vs, gs, out)
-        if self.step.key is None and STATEFUL_GROUP not in keys:  # a stateful step exists from the start
-            keys[STATEFUL_GROUP] = [b"", None, self._initial()]
+            self._process(keys, order, ks, vs, out)
+        if self.step.key is None and None not in keys:  # a stateful step exists from the start
+            keys[None] = [b"", None, self._initial()]
         if state.getCurrentWatermarkMs() > TIMEOUT_MS:
             out.extend(self.flush(keys))  # the end has passed: this is the flushing batch
             state.remove()
@@ -101,8 +101,7 @@ class KeyGroupCall:
             state.setTimeoutTimestamp(TIMEOUT_MS)
         return out
 
-    def _process(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], gs: list[bytes],
-                 out: list) -> None:
+    def _process(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], out: list) -> None:
         """A keyed or stateful process step over the group's rows (control rows only make a stateful step exist)."""
         s = self.step
         key_fn, step_fn = s.key, s.step
@@ -112,17 +111,17 @@ class KeyGroupCall:
                 if k[:1] == b"\x00":  # a stateful step's copy of a control row
                     continue
                 item = loads(vs[i])
-                entry = keys.get(gs[i])
+                key = key_fn(item) if key_fn is not None else None
+                entry = keys.get(key)
                 if entry is None:  # the key's first item: on_end gets this key object, as locally
-                    entry = keys[gs[i]] = [k, key_fn(item) if key_fn is not None else None, self._initial()]
+                    entry = keys[key] = [k, key, self._initial()]
                 entry[2], emitted = step_fn(entry[2], item)
                 if emitted:
                     out.extend((child_key(k, j), e) for j, e in enumerate(emitted))
         except Exception as exc:  # noqa: BLE001 - the operator's code: report it by name
             raise fail_in_worker(s.name, exc) from exc
 
-    def _reduce(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], gs: list[bytes],
-                out: list) -> None:
+    def _reduce(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], out: list) -> None:
         """A KeyedReduce: the running fold per key, emitted as (key of the item, value) for every item."""
         s = self.step
         key_fn, fold = s.key, s.step
@@ -132,9 +131,9 @@ class KeyGroupCall:
                 k = ks[i]
                 item = loads(vs[i])
                 key = key_fn(item)
-                entry = keys.get(gs[i])
+                entry = keys.get(key)
                 if entry is None:
-                    entry = keys[gs[i]] = [k, key, self._initial()]
+                    entry = keys[key] = [k, key, self._initial()]
                 entry[2] = item if entry[2] is _NO_VALUE else fold(entry[2], item)
                 out.append((k, (key, entry[2])))
         except Exception as exc:  # noqa: BLE001

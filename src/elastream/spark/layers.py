@@ -1,9 +1,9 @@
 """What runs in Spark's Python workers: the ``mapInArrow`` source layer and the keyed layers' state functions.
 
 A row on its way carries an order key ``k`` (:mod:`elastream.spark.order_keys`),
-its pickled item ``v``, a route ``r`` (the index of the operator it goes to),
-the key bytes ``g`` of that operator's key and the key's key group ``p``
-(:meth:`~elastream.spark.plan.KeySpec.place`). :class:`SourceLayer` turns
+its pickled item ``v``, a route ``r`` (the index of the operator it goes to)
+and the key group ``p`` of that operator's key
+(:meth:`~elastream.spark.plan.KeySpec.group_of`). :class:`SourceLayer` turns
 Parquet batches into dicts with source order keys and runs them through the
 stateless operators up to the first keyed steps or sinks; a :class:`KeyedLayer`
 steps the key groups of its own keyed steps, one call per key group, in
@@ -24,7 +24,7 @@ from typing import Any
 from elastream.spark.failures import fail_in_worker
 from elastream.spark.keygroup_state import KeyGroupCall
 from elastream.spark.order_keys import END_KEY, child_key, dumps, marker_key, port_key, source_key
-from elastream.spark.plan import CONTROL_ROUTE, STATEFUL_GROUP, KeyedStep, Route
+from elastream.spark.plan import CONTROL_ROUTE, KeyedStep, Route
 
 # -- the row format -------------------------------------------------------------------------------------------------
 
@@ -32,8 +32,8 @@ from elastream.spark.plan import CONTROL_ROUTE, STATEFUL_GROUP, KeyedStep, Route
 #: sequence number (file number << ROW_BITS | row in file), and the synthetic event time.
 CTL_COLUMN, SEQ_COLUMN, ET_COLUMN = "_elastream_ctl", "_elastream_seq", "_elastream_et"
 #: The schema of the rows between layers, and its columns.
-ROWS_SCHEMA = "k binary, v binary, r long, g binary, p long"
-COLUMNS = ("k", "v", "r", "g", "p")
+ROWS_SCHEMA = "k binary, v binary, r long, p long"
+COLUMNS = ("k", "v", "r", "p")
 #: Synthetic event times (seconds): data rows and the end row (elastream.spark.streaming); the key groups'
 #: timeout (elastream.spark.keygroup_state.TIMEOUT_S) lies between them.
 DATA_TIME_S, END_TIME_S = 946_684_800, 4_102_444_800
@@ -46,8 +46,8 @@ class _Control:
 
 
 _CONTROL = _Control()
-#: A row on its way: (order key, item or _CONTROL, route, key bytes, key group).
-Row = tuple[bytes, Any, int, bytes, int]
+#: A row on its way: (order key, item or _CONTROL, route, key group).
+Row = tuple[bytes, Any, int, int]
 
 
 def _deliver(routes: Sequence[Route], k: bytes, item: Any, target: int, port: int, out: list[Row]) -> None:
@@ -56,10 +56,10 @@ def _deliver(routes: Sequence[Route], k: bytes, item: Any, target: int, port: in
     what = route.what
     if what == "keyed":
         assert route.key is not None
-        out.append((k, item, target, *route.key.place(item)))
+        out.append((k, item, target, route.key.group_of(item)))
         return
     if what == "sink":
-        out.append((k, item, target, b"", 0))
+        out.append((k, item, target, 0))
         return
     if what == "union":
         results = [(port_key(k, port), item)]
@@ -86,19 +86,18 @@ def _apply(route: Route, k: bytes, item: Any) -> list[tuple[bytes, Any]]:
 
 def _control_rows(k: bytes, stateful: Sequence[int]) -> list[Row]:
     """A control row for the sinks, and a copy for each stateful step (it must see the end row)."""
-    return [(k, _CONTROL, CONTROL_ROUTE, b"", 0), *((k, _CONTROL, s, STATEFUL_GROUP, 0) for s in stateful)]
+    return [(k, _CONTROL, CONTROL_ROUTE, 0), *((k, _CONTROL, s, 0) for s in stateful)]
 
 
-def _columns(rows: list[Row]) -> tuple[list[bytes], list[bytes], list[int], list[bytes], list[int]]:
-    """Rows as the k, v, r, g, p columns (items pickled)."""
-    ks, vs, rs, gs, ps = [], [], [], [], []
-    for k, item, r, g, p in rows:
+def _columns(rows: list[Row]) -> tuple[list[bytes], list[bytes], list[int], list[int]]:
+    """Rows as the k, v, r, p columns (items pickled)."""
+    ks, vs, rs, ps = [], [], [], []
+    for k, item, r, p in rows:
         ks.append(k)
         vs.append(b"" if item is _CONTROL else dumps(item))
         rs.append(r)
-        gs.append(g)
         ps.append(p)
-    return ks, vs, rs, gs, ps
+    return ks, vs, rs, ps
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,10 +129,10 @@ class SourceLayer:
                 for consumer, port in consumers:
                     _deliver(self.routes, k, row, consumer, port, out)
             if out:
-                ks, vs, rs, gs, ps = _columns(out)
+                ks, vs, rs, ps = _columns(out)
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(ks, pa.binary()), pa.array(vs, pa.binary()), pa.array(rs, pa.int64()),
-                     pa.array(gs, pa.binary()), pa.array(ps, pa.int64())], names=list(COLUMNS))
+                     pa.array(ps, pa.int64())], names=list(COLUMNS))
 
 
 @dataclass(frozen=True, slots=True)

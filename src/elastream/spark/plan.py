@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from elastream.operators.keygroups import stable_hash
 from elastream.operators.spec import Driver, Kind, OperatorSpec
 from elastream.spark.failures import SparkTranslationError, fail_in_worker
-from elastream.spark.order_keys import key_bytes
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.graph.flow import Flow
@@ -35,8 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The route of control rows that travel to the sinks (markers, end of stream).
 CONTROL_ROUTE = -1
-#: The group of every row bound for a stateful (one-instance) step.
-STATEFUL_GROUP = b"*"
 #: Declared transforms run inside a layer, one item at a time.
 STATELESS_TRANSFORMS = ("map", "filter", "flat_map")
 #: What the translator runs (for the error that refuses anything else).
@@ -53,17 +50,13 @@ class KeySpec:
     key: Callable[[Any], Any] | None
     groups: int = 1
 
-    def place(self, item: Any) -> tuple[bytes, int]:
-        """The key bytes of a data item (its entry in the group's state) and its key group.
-
-        The key group is :func:`~elastream.operators.keygroups.key_group` of the
-        key, as the local engine computes it; equal keys have equal key bytes.
-        """
+    def group_of(self, item: Any) -> int:
+        """The key group of a data item: :func:`~elastream.operators.keygroups.key_group` of its key, as the
+        local engine computes it (0 for a stateful step)."""
         if self.key is None:
-            return STATEFUL_GROUP, 0
+            return 0
         try:
-            key = self.key(item)
-            return key_bytes(key), stable_hash(key) % self.groups
+            return stable_hash(self.key(item)) % self.groups
         except Exception as exc:  # noqa: BLE001 - the key function is the keyed operator's code
             raise fail_in_worker(self.name, exc) from exc
 

@@ -37,8 +37,8 @@ consumers is computed twice, stateful steps included. So the flow (any DAG) is
 compiled into a chain: one ``mapInArrow`` right after the source, then one
 ``applyInPandasWithState`` per *keyed layer* (layer ``d`` holds the keyed steps
 with ``d`` keyed steps on their longest path from the source). Rows carry a
-route ``r`` (the operator they go to), the bytes ``g`` of that operator's key
-and the key's key group ``p`` (the local engine's, :mod:`elastream.operators.keygroups`);
+route ``r`` (the operator they go to) and the key group ``p`` of that
+operator's key (the local engine's, :mod:`elastream.operators.keygroups`);
 a layer groups by (``r``, ``p``), steps the key groups of its own operators (one
 Python call per key group per micro-batch, whose Spark state holds the states
 of all its keys: :mod:`~elastream.spark.keygroup_state`), runs their outputs on
@@ -120,11 +120,11 @@ from elastream.spark.layers import COLUMNS, CTL_COLUMN, DATA_TIME_S, END_TIME_S,
     KeyedLayer, Row, SourceLayer
 from elastream.spark.order_keys import END_KEY, MARKER_KEY, ROW_BITS, child_key, dumps, end_key, is_control, \
     key_bytes, loads, marker_key, port_key, source_key
-from elastream.spark.plan import CONTROL_ROUTE, STATEFUL_GROUP, FlowPlan, KeyedStep, KeySpec, Route, plan_flow
+from elastream.spark.plan import CONTROL_ROUTE, FlowPlan, KeyedStep, KeySpec, Route, plan_flow
 
 __all__ = [
     "COLUMNS", "CONTROL_ROUTE", "CTL_COLUMN", "DATA_TIME_S", "END_KEY", "END_TIME_S", "ET_COLUMN", "MARKER_KEY", "ROWS_SCHEMA",
-    "ROW_BITS", "SEQ_COLUMN", "STATEFUL_GROUP", "TIMEOUT_MS", "TIMEOUT_S", "WATERMARK_DELAY",
+    "ROW_BITS", "SEQ_COLUMN", "TIMEOUT_MS", "TIMEOUT_S", "WATERMARK_DELAY",
     "Collector", "Feeder", "FlowPlan", "KeyGroupCall", "KeySpec", "KeyedLayer", "KeyedStep", "Route", "Row", "RunStopped",
     "SourceLayer", "SparkRunResult", "SparkTranslationError",
     "child_key", "dumps", "end_key", "fail_in_worker", "flow_frame", "is_control", "key_bytes", "loads", "marker_key",

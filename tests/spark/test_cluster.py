@@ -282,3 +282,31 @@ def test_what_a_failed_check_job_means():
         f"{on} cannot start their Python (/opt/py/bin/python3)")
     assert _job_failure(Context, RuntimeError("Job 3 cancelled"), True, 180).startswith(
         f"{on} did not run elastream's check job within 180 s")
+
+
+KILLED_SCRIPT = textwrap.dedent('''
+    import sys, time
+    from pathlib import Path
+    from cluster_fixture import running_cluster
+
+    with running_cluster(Path(sys.argv[1])) as cluster:
+        print(" ".join(map(str, cluster.pids)), flush=True)
+        time.sleep(600)
+''')
+
+
+@slow_cluster_test
+def test_a_killed_test_process_leaves_no_cluster_behind(tmp_path):
+    (tmp_path / "hold.py").write_text(KILLED_SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    holder = subprocess.Popen([sys.executable, "hold.py", str(tmp_path / "cluster")], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        pids = [int(pid) for pid in holder.stdout.readline().split()]  # once the worker has registered
+    finally:
+        holder.kill()  # SIGKILL: no finally block, no atexit runs in the holder
+        holder.wait()
+
+    assert len(pids) == 2
+    left = [group_members(pid) for pid in pids if not group_is_empty(pid, wait_s=30)]
+    assert not left, f"cluster processes outlived a killed test process:\n{left}"

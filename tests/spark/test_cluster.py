@@ -101,7 +101,8 @@ FLOW_SCRIPT = textwrap.dedent('''
          .map(lambda r: {**r, "ms": r["ms"] + 1})
          .key_by(lambda r: r["user"]).reduce(lambda total, r: total + r["ms"], initial=int)
          .collect("out"))
-    report = check_executors(get_session())          # the master comes from MASTER (standard Spark configuration)
+    # The master comes from MASTER (standard Spark configuration); two state partitions for one executor core.
+    report = check_executors(get_session(conf={"spark.sql.shuffle.partitions": "2"}))
     on_spark = es.Runner(backend="spark").run(flow).outputs["out"]
     print(json.dumps({"spark": on_spark, "local": es.Runner().run(flow).outputs["out"],
                       "executor_elastream": [p.elastream_file for p in report.pythons]}))

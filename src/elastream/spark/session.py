@@ -20,10 +20,10 @@ the driver JVM at launch, unless the user already passes driver Java options.
 
 A session for a master that is not local gets the elastream package shipped
 to its executors (:func:`elastream.spark.shipping.ship_package`, a zip of its
-pure-Python files added with ``addPyFile``); the streaming translation checks
-the executors' Python before its first query
-(:func:`elastream.spark.executors.check_executors`). A standalone master on
-loopback (``spark://127.0.0.1:…``) binds the driver to loopback too.
+pure-Python files added with ``addPyFile``);
+:func:`elastream.spark.executors.check_executors` checks, once per session,
+that the executors' Python can run the streaming translation. A standalone
+master on loopback (``spark://127.0.0.1:…``) binds the driver to loopback too.
 
 Threading: :func:`get_session` may be called from any thread; the session it
 returns is shared process-wide (Spark allows one active local SparkContext per

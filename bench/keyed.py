@@ -71,6 +71,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import elastream as es
+from elastream.bench._keyed_defaults import DEFAULT_RUNNERS, default_rows, run_default
 from elastream.processes.replicate import parse_replica_name, replicated_placement
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,6 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="add Spark Structured Streaming (applyInPandasWithState) on --spark-master")
     parser.add_argument("--spark-master", default="local[2]", help="the Spark row's master (default local[2])")
     parser.add_argument("--spark-batches", type=int, default=4, help="micro-batches of the Spark row's stream")
+    parser.add_argument("--default-rows", action=argparse.BooleanOptionalAction, default=True,
+                        help="also time plain es.Runner() and es.Runner(processes=2) as a user writes them")
     parser.add_argument("--bytewax", action="store_true",
                         help="add Bytewax on two processes (needs the compare extra: pip install -e '.[compare]')")
 
@@ -356,6 +359,11 @@ def _one_round(data: list, rounds: int, args: argparse.Namespace, times: dict[st
         _note(times, f"p{p}", seconds)
         _note(details, f"p{p}", engine)
         placements[f"p{p}"] = placement
+    for label in DEFAULT_RUNNERS if getattr(args, "default_rows", False) else ():
+        seconds, outputs = run_default(data, rounds, label)
+        if outputs != reference:
+            raise AssertionError(f"elastream {label} produced different output than the plain loop")
+        _note(times, label, seconds)
     return reference
 
 
@@ -477,6 +485,7 @@ def _result(args: argparse.Namespace, rounds: int, times: dict[str, list[float]]
                      "output_equal": True, "placement": placements[f"p{p}"],
                      "engine_efficiency": efficiency, "engine_losses": engine,
                      "function_slowdown": function_slowdowns(times, details, f"p{p}")})
+    rows += default_rows(best, plain, args.tuples, lambda key: paired_speedups(times, key))
     if "bytewax" in best:
         rows.append(reference_row("bytewax", "Bytewax 2 processes", 2, output_equal=True,
                                   ordered_by="the driver, after the run (not timed)"))
@@ -577,6 +586,10 @@ def print_report(result: dict[str, Any], console: Console) -> None:
     if hand is not None and p2 is not None:
         console.print(f"hand-split reference (final sums only, no order) {hand['speedup_vs_plain']:.2f}: "
                       f"elastream P=2 reaches {p2['seconds'] and hand['seconds'] / p2['seconds']:.2f} of it")
+    for r in result["results"]:
+        if r.get("share_of_hand_tuned_p2") is not None:
+            console.print(f"{r['config']} as a user writes it: {r['speedup_vs_plain']:.2f}x the plain loop, "
+                          f"{r['share_of_hand_tuned_p2']:.2f} of the hand-tuned elastream P=2 (goal >= 0.9)")
     bytewax = row_named(result, "Bytewax")
     if bytewax is not None:
         console.print(f"Bytewax on 2 processes (input, key_on, stateful_map; each key in order, the outputs put "

@@ -22,8 +22,11 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["benchmark"] == "keyed" and result["gil"] == "hold" and "process parallelism" in result["note"]
     rows = result["results"]
-    assert [r["config"] for r in rows] == ["plain loop", "hand-split 2 processes", "elastream P=1", "elastream P=2"]
+    assert [r["config"] for r in rows] == ["plain loop", "hand-split 2 processes", "elastream P=1", "elastream P=2",
+                                           "Runner()", "Runner(processes=2)"]
     assert all(r["output_equal"] in (True, None) and r["seconds"] > 0 for r in rows)
+    defaults, rows = rows[4:], rows[:4]  # as a user writes them, against the hand-tuned P=2 of the same runs
+    assert all(r["share_of_hand_tuned_p2"] == pytest.approx(rows[3]["seconds"] / r["seconds"]) for r in defaults)
     assert rows[3]["placement"]["sum#0"] != rows[3]["placement"]["sum#1"]
     assert rows[0]["speedup_vs_plain"] == 1.0
     # the share of processes x wall-clock time the per-tuple function's operator (or its replicas) was busy
@@ -49,14 +52,15 @@ def test_bench_keyed_json_compares_plain_loop_and_processes(capsys):
 
 
 def test_bench_keyed_table_names_the_goal_and_the_gil_case(capsys):
-    assert main(["bench", "keyed", *TINY, "--processes", "2", "--start-method", "spawn"]) == 0
+    assert main(["bench", "keyed", *TINY, "--processes", "2", "--start-method", "spawn", "--no-default-rows"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "P=2 / plain loop" in out and "1.8x goal" in out and "process parallelism" in out
     assert "two-core ceiling" in out and "engine efficiency" in out and "paired by repetition" in out
 
 
 def test_bench_keyed_bytewax_row_checks_its_outputs(capsys):
-    assert main(["bench", "keyed", *TINY, "--no-hand", "--processes", "2", "--bytewax", "--json"]) == 0
+    assert main(["bench", "keyed", *TINY, "--no-hand", "--processes", "2", "--bytewax", "--json",
+                 "--no-default-rows"]) == 0
     result = json.loads(capsys.readouterr().out)
     rows = {r["config"]: r for r in result["results"]}
     row = rows["Bytewax 2 processes"]

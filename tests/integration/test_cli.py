@@ -163,6 +163,17 @@ def test_bench_processes_json(capsys):
     assert 0 < hops["runs"]["one process"]["p50_us"] and 0 < hops["runs"]["two hops"]["p50_us"]
 
 
+def test_bench_chain_json_checks_every_runner_against_the_plain_loop(capsys):
+    result = _json_main(capsys, "bench", "chain", "--tuples", "200", "--ops", "3", "--cost-us", "20", "--repeat", "1",
+                        "--json")
+    assert result["benchmark"] == "chain" and "hold" in result["note"]
+    [job] = result["jobs"]
+    assert job["tuples"] == 200 and job["ideal_s"] > 0
+    assert [r["config"] for r in job["rows"]] == ["plain loop", "Runner()", "Runner(processes=2)",
+                                                  "Runner(processes=2, elastic=False)"]
+    assert all(r["share_of_2core_ideal"] > 0 for r in job["rows"][1:]) and job["rows"][0]["share_of_2core_ideal"] is None
+
+
 def test_bench_report_quick_rewrites_the_readme_block(capsys, tmp_path):
     readme = tmp_path / "README.md"
     readme.write_text("intro\n<!-- bench:begin -->\nold\n<!-- bench:end -->\noutro\n")

@@ -98,11 +98,15 @@ class OrderedReplica(Operator):
     async def process(self, ctx) -> None:
         port, out = ctx.inputs[0], ctx.outputs[0]
         spec = {port: 1}
-        while await ctx.wait_for_any(spec) is Status.DONE:
+        while len(port) or await ctx.wait_for_any(spec) is Status.DONE:
             msg = port.pop()
             if msg[0] >= 0:
                 await out.push(self.run_piece(msg))
-                await ctx.give_way()  # pieces are long: the split, the merge and the proxies must not wait a quantum
+                if len(port):
+                    # Pieces are long: the split, the merge and the proxies must not wait a quantum. With
+                    # nothing more in hand the wait below lets them run anyway: giving way then would cost
+                    # this replica one more activation per piece, only to find its input empty.
+                    await ctx.give_way()
             elif msg[0] == EXPORT_SEQ:
                 await out.push(self.export_partition(msg[1]))
             else:

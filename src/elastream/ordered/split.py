@@ -28,11 +28,12 @@ from __future__ import annotations
 import copy
 from collections import deque
 from collections.abc import Callable, Sequence
+from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import Kind, Operator, Status
-from elastream.ordered.rebalance import (HOLD, QUEUE_CAP, RESUME, THROTTLE_S, Move, RateMeter, SplitBalancing,
-                                         SplitMergeLink)
+from elastream.ordered.rebalance import (HOLD, MIN_WINDOW, QUEUE_CAP, RESUME, THROTTLE_S, Move, RateMeter,
+                                         SplitBalancing, SplitMergeLink)
 from elastream.ordered.routing import cut_by_key
 
 #: Most tuples the split puts in one batch (one serial number) while the cost per tuple is unknown.
@@ -150,11 +151,13 @@ class OrderedSplit(SplitBalancing, Operator):
         queued = self._queues is not None
         seq = 0
         while await ctx.wait_for_any(spec) is Status.DONE:
-            if self.link is not None:
+            if self.link is not None and not self._calm():
                 await self._settle(ctx)
-            items = port.pop_many(self._batch_size())
+            available = len(port)
+            # Fewer tuples than the smallest batch in hand (a light load): take them all, sizing costs nothing.
+            items = port.pop_many(self.chunk or (available if available <= MIN_CHUNK else self._batch_size()))
             for r, piece in route(seq, items):
-                if queued:
+                if queued and not self._sendable(r):
                     self._enqueue(r, piece, len(piece[3]))
                 else:
                     await self._send(outs, r, piece)
@@ -181,6 +184,29 @@ class OrderedSplit(SplitBalancing, Operator):
             return DEFAULT_CHUNK
         return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.link.scale * self.n_outputs / cost)))  # type: ignore[union-attr]
 
+    def _calm(self) -> bool:
+        """True when :meth:`_settle` would neither send, move nor wait now (the cheap test of a light load).
+
+        Keyed: no move on its way, no change of the active replicas asked, nothing queued and no
+        sample of the replicas' rates due. Stateless: an active replica has a backlog below the
+        smallest window, so the split would not wait (a stateless split has no moves nor queues).
+        """
+        link = self.link
+        if self._queues is not None:
+            return (not self._moves and self._requested is None and not any(self._queues)
+                    and (not self.moves_enabled or perf_counter() < self._next_check))
+        sent, done = link.sent, link.done  # type: ignore[union-attr]
+        for r in self._active:
+            if sent[r] - done[r] < MIN_WINDOW:
+                return True
+        return False
+
+    def _sendable(self, r: int) -> bool:
+        """True when a keyed split's piece for replica ``r`` may go at once, as :meth:`_flush` would send
+        it: nothing queued ahead of it and a backlog below the smallest window (so below ``r``'s own)."""
+        link = self.link
+        return not self._queues[r] and link.sent[r] - link.done[r] < MIN_WINDOW  # type: ignore[index,union-attr]
+
     async def _send(self, outs: list, r: int, piece: tuple) -> None:
         if self.link is not None:
             self.link.sent[r] += len(piece[3])
@@ -201,6 +227,8 @@ class OrderedSplit(SplitBalancing, Operator):
         replica, a replica whose backlog is full (slow, or busy with a move's
         export) holds only its own pieces back, and the others keep working.
         """
+        if not any(self._queues):  # type: ignore[arg-type]
+            return
         link = self.link
         backlog, windows = link.backlog(), link.windows()  # type: ignore[union-attr]
         for r, queue in enumerate(self._queues):  # type: ignore[arg-type]
@@ -250,7 +278,9 @@ class OrderedSplit(SplitBalancing, Operator):
         if self._requested is not None:
             self._active, self._requested = self._requested, None
         active = self._active
-        if self.link is not None:  # join the shortest queue, measured in each replica's own time
+        if len(active) == 1:
+            r = active[0]
+        elif self.link is not None:  # join the shortest queue, measured in each replica's own time
             fill = self.link.fill()
             r = min(active, key=fill.__getitem__)
         else:

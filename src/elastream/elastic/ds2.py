@@ -54,6 +54,13 @@ SHRINK_HEADROOM = 1.15
 #: whole batches, and giving a replica back on one low reading would only add it again next period.
 SHRINK_PERIODS = 3
 
+#: CPU seconds per tuple below which a unit gets no replica in another process: its replicas run in
+#: worker processes (elastic.units, elastic.held), and carrying a tuple there and back — the split's
+#: routing, the ring's encoding and copy both ways, the merge's ordering — costs a few microseconds of
+#: CPU per small tuple; a unit lighter than that would only get slower (the 12 identity maps of
+#: ``bench overhead`` cost about 1 µs per tuple in all, the keyed benchmark's function 20 µs).
+MIN_REMOTE_COST_S = 5e-6
+
 #: A replica count proposed but not in force yet is not proposed again for this many periods: the run
 #: applies it at its next reconfiguration point, or refused it (the timeline says why), and repeating
 #: it every period would only fill the timeline.
@@ -210,7 +217,8 @@ class DS2Controller:
         return confirmed
 
     def replica_caps(self, view: FlowView, machine: Machine, hot: set[str]) -> dict[str, int]:
-        """The most instances of each replicable unit (a unit with a hot key group keeps what it has)."""
+        """The most instances of each replicable unit (a unit with a hot key group, or one lighter per
+        tuple than carrying a tuple to another process, keeps what it has: :data:`MIN_REMOTE_COST_S`)."""
         caps = {}
         for unit in view.units.values():
             if not unit.is_parallel:
@@ -219,7 +227,8 @@ class DS2Controller:
             # CPU to spare; on a saturated one every thread gets a fraction of a core and looks the same.
             waits = unit.waits_off_cpu and machine.is_cpu_measured() and not machine.is_cpu_busy()
             cap = self.max_replicas or (machine.thread_cap if waits else machine.cores)
-            caps[unit.name] = unit.instances if unit.name in hot else max(cap, unit.instances)
+            too_light = 0 < unit.cpu_per_tuple_s < MIN_REMOTE_COST_S
+            caps[unit.name] = unit.instances if unit.name in hot or too_light else max(cap, unit.instances)
         return caps
 
 

@@ -96,3 +96,23 @@ def test_a_finite_input_waiting_in_the_buffers_is_a_bottleneck_too():
     assert "1,500 tuples wait at its input" in decisions[0].reason
     light = replace(period, operators={**period.operators, "work": replace(period.operators["work"], queue_length=100)})
     assert detect_bottlenecks(flow_view(light)) == []  # 0.2 s of work waiting: it keeps up
+
+
+def test_a_unit_lighter_than_a_hop_between_processes_gets_no_replica_there():
+    """Backlogged either way; at 1 µs of CPU per tuple a replica in another process would cost more than it gives."""
+    from dataclasses import replace
+
+    from elastream.elastic.controller import Machine
+    from elastream.elastic.ds2 import MIN_REMOTE_COST_S, DS2Controller
+
+    def period(tuples: int, busy: float) -> PeriodStats:
+        return PeriodStats(start_s=0.0, period_s=0.5, operators={
+            "src": op("src", "source", n=0, out=0, busy=0.0, sent={"work": 0}),
+            "work": replace(op("work", n=tuples, busy=busy, sent={"out": tuples}), queue_length=4 * tuples),
+            "out": op("out", "sink", n=tuples, busy=0.001)})
+
+    light, heavy = period(250_000, 0.25), period(10_000, 0.45)
+    assert flow_view(light).units["work"].cpu_per_tuple_s < MIN_REMOTE_COST_S
+    assert DS2Controller().decide(light, Levels(replicas={"work": 1}), Machine(cores=2)) == []
+    [grow] = DS2Controller().decide(heavy, Levels(replicas={"work": 1}), Machine(cores=2))
+    assert (grow.operator, grow.count) == ("work", 2)

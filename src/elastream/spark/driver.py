@@ -111,7 +111,9 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
     rows (default :data:`~elastream.spark.stream_steps.DEFAULT_ROWS_PER_BATCH`
     when neither is given; rows are written as slices Spark reads in parallel).
     ``shuffle_partitions``: state partitions of the keyed steps (default the
-    session's ``spark.sql.shuffle.partitions``). ``timeout_s``: give up
+    session's ``spark.sql.shuffle.partitions``, at most its default parallelism:
+    every state partition commits its state store in every micro-batch, so more
+    partitions than cores only add that fixed cost). ``timeout_s``: give up
     (TimeoutError) when a step takes longer. ``stop``: set it (from any thread)
     to stop the run at the next step; the result is then marked ``stopped``.
 
@@ -140,7 +142,10 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
             from elastream.spark.session import get_session
 
             spark = get_session()
-        steps.use_slices(_default_parallelism(spark))
+        cores = _default_parallelism(spark)
+        steps.use_slices(cores)
+        if shuffle_partitions is None:
+            shuffle_partitions = _state_partitions(spark, cores)
         return _run(spark, plan, steps, folder, shuffle_partitions, timeout_s, stop)
     finally:
         folder.remove_if_temporary()
@@ -152,6 +157,15 @@ def _default_parallelism(spark: SparkSession) -> int:
         return max(1, int(spark.sparkContext.defaultParallelism))
     except Exception:  # noqa: BLE001 - a session without a SparkContext (Spark Connect): _run refuses it
         return 1
+
+
+def _state_partitions(spark: SparkSession, cores: int) -> int | None:
+    """The session's shuffle partitions, at most ``cores`` (None: leave the session's setting)."""
+    try:
+        configured = int(spark.conf.get("spark.sql.shuffle.partitions", "200"))
+    except Exception:  # noqa: BLE001 - an unreadable setting: leave it to Spark
+        return None
+    return max(1, min(configured, cores))
 
 
 def _manifest(flow: Flow, plan: FlowPlan, steps: StreamSteps) -> dict[str, Any]:

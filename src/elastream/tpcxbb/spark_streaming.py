@@ -51,7 +51,7 @@ def add_arguments(parser: Any) -> None:
     add_argument_once(parser, "--max-files-per-trigger", type=int, default=None, metavar="N",
                       help="spark-streaming: stream files per micro-batch (default: --rows-per-batch)")
     add_argument_once(parser, "--rows-per-batch", type=int, default=None, metavar="N",
-                      help="spark-streaming: stream rows per micro-batch (default 100000; not with "
+                      help="spark-streaming: stream rows per micro-batch (default 200000; not with "
                            "--max-files-per-trigger)")
     add_argument_once(parser, "--shuffle-partitions", type=int, default=None, metavar="N",
                       help="spark-streaming: state partitions of the keyed steps "

@@ -54,10 +54,11 @@ class OrderedReplica(Operator):
     """One replica of a stateless or partitioned function operator, behind an ordered split.
 
     Takes one piece at a time (so its quantum is respected even when the
-    operator is slow), gives way after each one to the operators of its
-    process that wait (the split, the merge, the ring proxies: a local
-    replica holding the worker for a whole quantum would leave the others
-    without input, or their outputs uncounted), and returns the outputs tagged with the piece's serial
+    operator is slow), gives way after each one that leaves more in hand to
+    the operators of its process that wait (the split, the merge, the ring
+    proxies: a local replica holding the worker for a whole quantum would
+    leave the others without input, or their outputs uncounted; with nothing
+    more in hand its wait for input lets them run), and returns the outputs tagged with the piece's serial
     number and offsets. Each replica owns its own instance of the operator; it
     hands over or takes in a key group's state when the split asks.
 

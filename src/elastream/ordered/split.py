@@ -18,6 +18,12 @@ replica's backlog is full, so a replica that is slow for a moment holds back
 only its own pieces; the split stops taking input only when every queue holds
 ``HOLD`` of its replica's window, or one holds ``QUEUE_CAP`` windows.
 
+Under a light load (a unit held ready: one active replica, a tuple or a few
+per batch) a batch costs the split little more than a routing: while nothing
+is queued, moving or due to be sampled and a replica's backlog is below the
+smallest window, the split neither computes windows nor settles, and sends
+each piece at once — what the full path would do then, computed more cheaply.
+
 Threading: one worker at a time runs the split (it owns its serial counter,
 table and queues); :meth:`OrderedSplit.set_active` may be called from any
 thread, and the new routing is applied at the next batch boundary.

@@ -13,7 +13,7 @@ import elastream as es
 from elastream.elastic.controller import available_cores
 from elastream.processes.worker_death import WorkerProcessError
 from elastream.runtime.decisions import SetReplicas
-from test_process_exits import assert_only_the_fork_server_remains
+from test_process_exits import assert_only_the_fork_server_remains, other_children  # noqa: F401 (autouse fixture)
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow,
               pytest.mark.skipif(available_cores() < 2, reason="processes are held only on several cores")]

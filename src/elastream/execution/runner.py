@@ -59,7 +59,7 @@ class Runner:
 
     def __init__(self, threads: int | None = None, processes: int | None = None,
                  policy: Any = "least_recently_run", *,
-                 max_queue_size: int = 1024, quantum_ms: float = 50.0, batch_size: int = 256, seed: int | None = None,
+                 max_queue_size: int = 2048, quantum_ms: float = 50.0, batch_size: int = 512, seed: int | None = None,
                  replicas: Any = None, placement: Any = "auto", backend: str = "auto", elastic: Any = True,
                  scheduling: SchedulingConfig | None = None, ordering: OrderingConfig | None = None,
                  process_options: ProcessConfig | None = None, **renamed: Any):

@@ -17,6 +17,7 @@ from elastream.ordered.split import OrderedSplit
 from elastream.ordered.rebalance import SplitMergeLink
 from elastream.processes.replicate import replica_name, replicate_flow, split_name
 from flow_deadline import run_with_deadline
+from test_split_merge import SwitchReplicas
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -33,27 +34,12 @@ def keyed_flow(n: int = N) -> es.Flow:
     return flow
 
 
-class SwitchActive(es.FunctionOperator):
-    """Pass-through that changes the run's split's active replicas when given tuples pass."""
-
-    def __init__(self, live: dict, at: dict[int, list[int]]):
-        super().__init__()
-        self.live, self.at = live, at
-
-    def on_batch(self, items, port):
-        for _, i in items:
-            if i in self.at:
-                self.live["ready"].wait(10.0)
-                self.live["split"].set_active(self.at[i])
-        return items
-
-
 def with_switch(flow: es.Flow, at: dict[int, list[int]], live: dict) -> es.Flow:
-    """``flow`` with a :class:`SwitchActive` in front of x's split."""
+    """``flow`` with a :class:`SwitchReplicas` in front of x's split."""
     rebuilt = es.Flow("switching")
     for name, handle in flow.operators.items():
         rebuilt.add(handle.operator, name=name)
-    switch = rebuilt.add(SwitchActive(live, at), name="switch")
+    switch = rebuilt.add(SwitchReplicas(live, at), name="switch")
     for c in flow.connections:
         if c.dst == split_name("x"):
             rebuilt.connect(rebuilt[c.src].out(c.src_port), switch.in_(0))

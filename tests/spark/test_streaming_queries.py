@@ -31,6 +31,7 @@ def test_engine_flags_and_the_data_set(tpcxbb_data):
     add_arguments(parser)
     args = parser.parse_args(["--checkpoint", "/tmp/x", "--max-files-per-trigger", "3", "--shuffle-partitions", "2"])
     assert (args.checkpoint, args.max_files_per_trigger, args.shuffle_partitions) == ("/tmp/x", 3, 2)
+    assert parser.parse_args(["--rows-per-batch", "5000"]).rows_per_batch == 5000
     assert row_count(tpcxbb_data, "wcs_stream") > 0
 
 

@@ -18,7 +18,7 @@ folder; each run uses a new subfolder of it, kept), ``max_files_per_trigger``
 (stream files per micro-batch) or ``rows_per_batch`` (stream rows per
 micro-batch; default :data:`elastream.spark.stream_steps.DEFAULT_ROWS_PER_BATCH`
 when neither is given) and ``shuffle_partitions`` (state partitions of the
-keyed steps, default the session's setting).
+keyed steps, default the session's setting capped at its default parallelism).
 
 Runs on the caller's thread; Spark does the work.
 
@@ -55,7 +55,7 @@ def add_arguments(parser: Any) -> None:
                            "--max-files-per-trigger)")
     add_argument_once(parser, "--shuffle-partitions", type=int, default=None, metavar="N",
                       help="spark-streaming: state partitions of the keyed steps "
-                           "(default: the session's spark.sql.shuffle.partitions)")
+                           "(default: the session's spark.sql.shuffle.partitions, at most its default parallelism)")
 
 
 def run_query(query: str, data_dir: Path, params: Any, options: Mapping[str, Any]) -> QueryRun:

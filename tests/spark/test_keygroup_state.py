@@ -78,10 +78,6 @@ def add_x(total: int, row: dict) -> int:
     return total + row["x"]
 
 
-def parity_of(pair: tuple) -> int:
-    return pair[0] % 2
-
-
 def last_seen(seen: dict, out: tuple) -> tuple[dict, list]:
     seen[out[0]] = out
     return seen, []
@@ -101,7 +97,7 @@ def fails_once(flag: str, row: dict) -> dict:
 
 
 def many_keys_flow(files: list[Path], first=None) -> es.Flow:
-    """source → [first] → key_by(user).process(on_end) → stateful, and key_by(user).reduce → key_by(parity) sink."""
+    """source → [first] → key_by(user).process(on_end) → stateful; key_by(user, 16 partitions).reduce → sink."""
     flow = es.Flow("many-keys")
     clicks = flow.source(es.ops.FromParquet(files), name="src")
     if first is not None:

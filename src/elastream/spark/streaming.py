@@ -123,10 +123,10 @@ from elastream.spark.order_keys import END_KEY, MARKER_KEY, ROW_BITS, child_key,
 from elastream.spark.plan import CONTROL_ROUTE, FlowPlan, KeyedStep, KeySpec, Route, plan_flow
 
 __all__ = [
-    "COLUMNS", "CONTROL_ROUTE", "CTL_COLUMN", "DATA_TIME_S", "END_KEY", "END_TIME_S", "ET_COLUMN", "MARKER_KEY", "ROWS_SCHEMA",
-    "ROW_BITS", "SEQ_COLUMN", "TIMEOUT_MS", "TIMEOUT_S", "WATERMARK_DELAY",
-    "Collector", "Feeder", "FlowPlan", "KeyGroupCall", "KeySpec", "KeyedLayer", "KeyedStep", "Route", "Row", "RunStopped",
-    "SourceLayer", "SparkRunResult", "SparkTranslationError",
-    "child_key", "dumps", "end_key", "fail_in_worker", "flow_frame", "is_control", "key_bytes", "loads", "marker_key",
-    "plan_flow", "port_key", "query_error", "run_flow_on_spark", "source_frame", "source_key", "with_event_time",
+    "COLUMNS", "CONTROL_ROUTE", "CTL_COLUMN", "DATA_TIME_S", "END_KEY", "END_TIME_S", "ET_COLUMN", "MARKER_KEY",
+    "ROWS_SCHEMA", "ROW_BITS", "SEQ_COLUMN", "TIMEOUT_MS", "TIMEOUT_S", "WATERMARK_DELAY", "Collector", "Feeder",
+    "FlowPlan", "KeyGroupCall", "KeySpec", "KeyedLayer", "KeyedStep", "Route", "Row", "RunStopped", "SourceLayer",
+    "SparkRunResult", "SparkTranslationError", "child_key", "dumps", "end_key", "fail_in_worker", "flow_frame",
+    "is_control", "key_bytes", "loads", "marker_key", "plan_flow", "port_key", "query_error", "run_flow_on_spark",
+    "source_frame", "source_key", "with_event_time",
 ]

@@ -142,6 +142,9 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
             from elastream.spark.session import get_session
 
             spark = get_session()
+        from elastream.spark.executors import check_executors
+
+        check_executors(spark)  # a cluster's executors: the package shipped, their Python and packages checked
         cores = _default_parallelism(spark)
         steps.use_slices(cores)
         if shuffle_partitions is None:

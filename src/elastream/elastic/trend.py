@@ -58,6 +58,13 @@ WINDOW_TUPLES = 5000
 WINDOW_PERIODS = 4
 
 
+#: A process whose threads were busy less than this share of the period (per thread: not saturated) gets no more
+#: threads: a light load would gain nothing from another thread, and on pure-Python operators it
+#: would pay the GIL's handovers (5 ms switch interval) in its latency. IBM's minimum-level rule
+#: explores upward from any load; here it explores only when the threads are mostly busy.
+UNDERUSED = 0.8
+
+
 @dataclass(slots=True)
 class ThroughputWindow:
     """Consecutive periods at one thread level, measured as one: the trend rules read whole windows."""
@@ -120,6 +127,8 @@ class TrendController:
         level = levels.threads[0]
         reading = read_gil(period, levels, machine)
         ceiling = self.gil.ceiling(reading, machine)
+        if reading.busy_threads < UNDERUSED * level:
+            ceiling = min(ceiling, level)  # its threads idle most of the time: one more would only wait too
         untrusted = self._note_context(levels)
         stepped = self.gil.step_down(reading, levels, machine)
         if stepped or level > ceiling:

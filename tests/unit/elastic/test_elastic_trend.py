@@ -86,7 +86,8 @@ def test_update_thread_level_follows_fig_7_rules():
 
 def test_every_thread_level_of_every_process_moves_together():
     levels = Levels(threads=(1, 1))
-    decisions = TrendController().decide(period_at(1, {1: 3000}), levels, MACHINE)
+    busy = workers_period(2, busy_each=0.9, cpu_each=0.9, tuples=3000)  # each process's one thread busy
+    decisions = TrendController().decide(busy, levels, MACHINE)
     assert sorted((d.process, d.threads) for d in decisions) == [(0, 2), (1, 2)]
 
 
@@ -95,3 +96,11 @@ def test_a_slow_flow_is_measured_over_several_periods_before_the_level_moves():
     slow = {1: 600, 2: 1100}          # 1,800 tuples handled a period at level 1: a window of several periods
     trace = run(controller, slow, level=1, periods=4)
     assert trace == [1, 1, 1, 2]
+
+
+def test_threads_that_idle_most_of_the_period_get_no_company():
+    """A light load: one thread busy 60% of the period, not saturated. IBM's minimum-level rule would explore upward;
+    another thread would only wait too (and take turns at the GIL), so the level stays."""
+    light = workers_period(1, busy_each=0.6, cpu_each=0.6, tuples=1000)
+    assert TrendController().decide(light, Levels(threads=(1,)), MACHINE) == []
+    assert TrendController().decide(period_at(1, {1: 6000}), Levels(threads=(1,)), MACHINE)  # busy: explores

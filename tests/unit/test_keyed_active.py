@@ -12,7 +12,8 @@ import threading
 import pytest
 
 import elastream as es
-from elastream.ordered.rebalance import choose_moves, handover_moves, joining_moves
+from elastream.ordered.active_moves import handover_moves, joining_moves
+from elastream.ordered.rebalance import choose_moves
 from elastream.ordered.split import OrderedSplit
 from elastream.ordered.rebalance import SplitMergeLink
 from elastream.processes.replicate import replica_name, replicate_flow, split_name

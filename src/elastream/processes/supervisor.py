@@ -9,9 +9,10 @@ VM): the ring names are chosen first and the workers spawned, from a fork
 server (:mod:`~elastream.processes.forkserver`) that has already imported and
 warmed up what a worker needs; while they boot, this process creates the rings
 (pages allocated, not mapped: its handles only unlink), sends each worker
-``RingsReady``, and starts part 0. Teardown: the rings are unlinked as soon as
-every part has reported its end, while the workers exit; every worker is
-joined on every exit path (normal end, an operator's failure, a killed worker,
+``RingsReady``, and starts part 0 (an elastic ``Runner()``'s held-ready
+workers: part 0 first, the workers from the supervisor thread). Teardown: the
+rings are unlinked as soon as every part has reported its end, while the workers
+exit; every worker is joined on every exit path (normal end, an operator's failure, a killed worker,
 Ctrl-C in the caller's wait, a failed start, an interpreter exit while the run
 goes on: :mod:`~elastream.processes.live_runs`).
 

@@ -107,9 +107,10 @@ def as_written(stats: FlowStats, units: Collection[str], operators: Collection[s
             out[name] = op
         elif unit in operators:
             out[unit] = op if unit not in out else _added(out[unit], op)
-            out[unit] = _tuples_as_written(out[unit], stats, unit)
         elif not all(member in stats.operators for member in unit.split(CHAIN_JOIN)):
             out[name] = op
+    for unit in (u for u in units if u in out and u not in stats.operators):
+        out[unit] = _tuples_as_written(out[unit], stats, unit)
     return dataclasses.replace(stats, operators=out)
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 from elastream.metrics.stats import FlowStats
 from elastream.processes.messages import Control, Final, RingsReady, Shutdown, send
-from elastream.processes.spec import ChildSpec
+from elastream.processes.spec import ChildSpec, SpecPart
 
 
-class ChildRecord:
+class ChildRecord(SpecPart):
     """The parent's record of one worker process."""
 
     def __init__(self, spec: ChildSpec, process: Any, conn: Any):
@@ -25,14 +25,6 @@ class ChildRecord:
         self.final: Final | None = None
         self.pid: int | None = None
         self._send_lock = threading.Lock()
-
-    @property
-    def index(self) -> int:
-        return self.spec.index
-
-    @property
-    def operators(self) -> list[str]:
-        return [name for name, _ in self.spec.operators]
 
     def send(self, message: RingsReady | Shutdown | Control) -> bool:
         """Send ``message`` unless the worker's end is gone (its sentinel tells the supervisor why)."""

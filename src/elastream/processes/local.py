@@ -31,11 +31,11 @@ from elastream.processes.control import apply_in_part
 from elastream.processes.end_signal import EndSignal
 from elastream.processes.fused_members import replicated_chains, with_members
 from elastream.processes.messages import ControlResult, Done, Failed, Final
-from elastream.processes.spec import ChildSpec, build_child_flow
+from elastream.processes.spec import ChildSpec, SpecPart, build_child_flow
 from elastream.runtime.decisions import Decision
 
 
-class LocalPart:
+class LocalPart(SpecPart):
     """One part of a split flow run by the engine in this process (same role as a child process)."""
 
     def __init__(self, spec: ChildSpec):
@@ -59,16 +59,6 @@ class LocalPart:
     def ready_fd(self) -> int:
         """A file descriptor that becomes readable once the part has finished."""
         return self._ended.fd
-
-    @property
-    def index(self) -> int:
-        """The part's process index."""
-        return self.spec.index
-
-    @property
-    def operators(self) -> list[str]:
-        """Names of the operators this part runs."""
-        return [name for name, _ in self.spec.operators]
 
     @property
     def done(self) -> bool:

@@ -222,3 +222,19 @@ def build_child_flow(spec: ChildSpec) -> Flow:
         receiver = flow.add(RingReceiver(ce.ring_name), name=ce.receiver_name)
         flow.connect(receiver.out(0), handles[ce.conn.dst].in_(ce.conn.dst_port))
     return flow
+
+
+class SpecPart:
+    """What the parent's record of a part (in this process or a worker) reads off its :class:`ChildSpec`."""
+
+    spec: ChildSpec
+
+    @property
+    def index(self) -> int:
+        """The part's process index."""
+        return self.spec.index
+
+    @property
+    def operators(self) -> list[str]:
+        """Names of the operators this part runs."""
+        return [name for name, _ in self.spec.operators]

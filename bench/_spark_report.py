@@ -52,13 +52,13 @@ def print_tables(result: dict[str, Any], console: Console) -> None:
     """The results table (queries and the native reference per target) and the goal check."""
     targets = result["targets"]
     load = result["machine"]["load_average_1min"]
-    table = Table(title=f"Spark Structured Streaming, TPCx-BB SF {result['scale']:g} (tuples/s; latency ms; "
+    cut = f", streams cut to {result['stream_rows_cap']:,} rows" if result.get("stream_rows_cap") else ""
+    table = Table(title=f"Spark Structured Streaming, TPCx-BB SF {result['scale']:g}{cut} (tuples/s; latency ms; "
                         f"load average {load:.1f} at the end)")
     table.add_column("row")
     table.add_column("local engine", justify="right")
     for name, target in targets.items():
-        where = f"{name} ({target['master']})"
-        table.add_column(f"{where}\nend to end", justify="right")
+        table.add_column(f"{_where(name, target)}\nend to end", justify="right")
         table.add_column("steady", justify="right")
         table.add_column("p50 / p99", justify="right")
         table.add_column("÷ native", justify="right")
@@ -78,6 +78,13 @@ def print_tables(result: dict[str, Any], console: Console) -> None:
                   f"{result['all_match']}")
     if result.get("plot"):
         console.print(f"plot: {result['plot']}")
+
+
+def _where(name: str, target: dict[str, Any]) -> str:
+    """A target's column label: ``local[2]`` or ``cluster 2x1 cores``."""
+    if name == "local":
+        return str(target["master"])
+    return f"cluster {target['workers']}x{target['cores_per_worker']} cores"
 
 
 def _spark_cells(row: dict[str, Any], latency: str = "step") -> list[str]:
@@ -117,7 +124,7 @@ def save_plot(result: dict[str, Any], path: Path | None) -> str | None:
               + [None]}
     for name, target in result["targets"].items():
         rows = [target["queries"][q] for q in result["queries"]] + [target["native"]]
-        series[f"Spark {target['master']} (steady state)"] = [r.get("steady_tuples_per_second") for r in rows]
+        series[f"Spark {_where(name, target)} (steady state)"] = [r.get("steady_tuples_per_second") for r in rows]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     width = 0.8 / len(series)
     for i, (name, values) in enumerate(series.items()):

@@ -68,6 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs of each Spark row; the best is kept (default 1)")
     parser.add_argument("--rows-per-batch", type=int, default=None, metavar="N",
                         help="stream rows per micro-batch, queries and native reference (default: the engine's)")
+    parser.add_argument("--stream-rows", type=int, default=None, metavar="N",
+                        help="cut each event stream to its first N rows (every table kept; default the whole "
+                             "stream): enough micro-batches for a steady state in less time")
     parser.add_argument("--local-master", default="local[2]", help="the local target's master (default local[2])")
     parser.add_argument("--native-keys", type=int, default=1_000, help="keys of the native reference (default 1000)")
     parser.add_argument("--native-rounds", type=int, default=0,
@@ -108,13 +111,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from elastream.bench._spark_report import goal_check, save_plot, with_ratios
 
     args = settle(args)
-    with BenchProgress(total=_steps(args)) as progress:
-        data_dir = _data(args, progress)
+    with BenchProgress(total=_steps(args)) as progress, _stream_cut(_data(args, progress), args) as data_dir:
         local, answers = _local_rows(args, data_dir, progress)
         targets = {t: _target_rows(t, args, data_dir, answers, progress) for t in args.targets}
-    result = {"benchmark": "spark", "scale": args.scale, "seed": args.seed, "data": str(data_dir),
-              "queries": list(args.queries), "repeat": args.repeat, "local_engine": local,
-              "targets": with_ratios(targets), "machine": machine()}
+    result = {"benchmark": "spark", "scale": args.scale, "seed": args.seed, "data": str(args.data_used),
+              "stream_rows_cap": args.stream_rows, "queries": list(args.queries), "repeat": args.repeat,
+              "rows_per_batch": _rows_per_batch(args), "local_engine": local, "targets": with_ratios(targets),
+              "machine": machine()}
     result["goal"] = goal_check(result, GOAL_TUPLES_PER_SECOND, GOAL_NATIVE_RATIO, GOAL_SCALE)
     result["all_match"] = all(row["match"] for t in result["targets"].values()
                               for row in [*t["queries"].values(), t["native"]])
@@ -125,6 +128,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def _steps(args: argparse.Namespace) -> int:
     """Measurements the progress bar counts: the data, the local engine's queries, each target's rows."""
     return 1 + len(args.queries) + len(args.targets) * (1 + args.repeat * (1 + len(args.queries)))
+
+
+@contextmanager
+def _stream_cut(data_dir: Path, args: argparse.Namespace) -> Iterator[Path]:
+    """``data_dir``, or a copy whose streams are cut to ``--stream-rows`` rows (removed afterwards)."""
+    args.data_used = data_dir
+    if args.stream_rows is None:
+        yield data_dir
+        return
+    from elastream.bench._spark_data import stream_prefix
+
+    with stream_prefix(data_dir, args.stream_rows) as cut:
+        yield cut
 
 
 def _plot_path(args: argparse.Namespace) -> Path | None:
@@ -187,11 +203,12 @@ def _rows_per_batch(args: argparse.Namespace) -> int:
 @contextmanager
 def target_session(target: str, args: argparse.Namespace) -> Iterator[tuple[Any, dict[str, Any]]]:
     """A Spark session on ``target`` and its description; a cluster is started for the block and stopped after it."""
+    from elastream.bench._keyed_spark import local_cores
     from elastream.spark.session import get_session, stop_session
 
     if target == "local":
         spark = get_session(args.local_master)
-        yield spark, {"master": args.local_master, "cores": int(spark.sparkContext.defaultParallelism)}
+        yield spark, {"master": args.local_master, "cores": local_cores(args.local_master)}
         return
     from elastream.spark.local_cluster import running_cluster
 

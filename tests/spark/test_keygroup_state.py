@@ -6,8 +6,8 @@ Without Spark:
   (``elastream.operators.keygroups``) for ints, floats, strings, tuples, numpy ints;
 * one call of a key group steps many keys' rows in order-key order whatever
   order they arrive in, keeps every key's state across micro-batches in one
-  value, and flushes every key's ``on_end`` once when the end of stream times
-  the group out;
+  value, and flushes every key's ``on_end`` once when the group's end copy
+  arrives (after stepping the rows that came with it);
 * the stream is cut into steps of whole files or of a number of rows (across
   files and row groups), and a cut keeps the stream order.
 
@@ -37,8 +37,8 @@ import pytest
 import elastream as es
 from elastream.errors import OperatorError
 from elastream.operators.keygroups import key_group
-from elastream.spark.keygroup_state import TIMEOUT_MS, KeyGroupCall
-from elastream.spark.order_keys import child_key, dumps, end_key, loads, marker_key, source_key
+from elastream.spark.keygroup_state import KeyGroupCall
+from elastream.spark.order_keys import END_KEY, child_key, dumps, end_key, loads, marker_key, source_key
 from elastream.spark.plan import KeyedStep, KeySpec, plan_flow
 from elastream.spark.stream_steps import SLICE_STRIDE, StreamSteps
 from elastream.spark.streaming import run_flow_on_spark
@@ -129,11 +129,10 @@ def test_the_plan_uses_each_operators_declared_key_groups(tmp_path):
 
 
 class FakeGroupState:
-    """Spark's GroupState as a KeyGroupCall uses it (one binary value, an event-time timeout)."""
+    """Spark's GroupState as a KeyGroupCall uses it (one binary value, no timeout)."""
 
-    def __init__(self, value=None, watermark_ms=0, timed_out=False):
-        self.value, self.watermark_ms, self.hasTimedOut = value, watermark_ms, timed_out
-        self.timeout_ms = None
+    def __init__(self, value=None):
+        self.value = value
 
     @property
     def exists(self):
@@ -148,12 +147,6 @@ class FakeGroupState:
 
     def remove(self):
         self.value = None
-
-    def setTimeoutTimestamp(self, ms):
-        self.timeout_ms = ms
-
-    def getCurrentWatermarkMs(self):
-        return self.watermark_ms
 
 
 def frames_of(rows: list[tuple[bytes, object]], chunk: int = 7) -> list[pd.DataFrame]:
@@ -171,7 +164,6 @@ def test_one_call_steps_every_key_of_its_group_in_order_and_keeps_their_state():
     first_batch = rows[:200]
     random.Random(3).shuffle(first_batch)  # a group's rows reach it in any order: the call sorts them
     first = KeyGroupCall(COUNTS, state).run(iter(frames_of(first_batch)))
-    assert state.timeout_ms == TIMEOUT_MS
     second = KeyGroupCall(COUNTS, state).run(iter(frames_of(list(reversed(rows[200:])))))
 
     # the same outputs as one sequential loop over the rows (each key's rows in stream order)
@@ -190,25 +182,36 @@ def test_the_end_of_stream_flushes_every_key_of_the_group_once():
     state = FakeGroupState()
     KeyGroupCall(COUNTS, state).run(iter(frames_of(rows)))
 
-    state.hasTimedOut = True  # the synthetic end passed the timeout: Spark calls the group without rows
-    flushed = KeyGroupCall(COUNTS, state).run(iter([]))
+    flushed = KeyGroupCall(COUNTS, state).run(iter(frames_of([(END_KEY, None)])))  # the group's end copy
 
     assert sorted(flushed) == sorted((end_key(3, source_key(u), 0), (u, "total", 3, 3 * u + 90)) for u in range(30))
     assert state.value is None  # the group left the state store: no key flushes twice
 
 
-def test_rows_after_the_end_are_stepped_then_flushed_at_once():
-    state = FakeGroupState(watermark_ms=TIMEOUT_MS + 1)  # the batch after the end row
-    out = KeyGroupCall(COUNTS, state).run(iter(frames_of([(source_key(1), {"user": 4, "x": 1})])))
-    assert out == [(end_key(3, source_key(1), 0), (4, "total", 1, 1))] and state.value is None
+def test_rows_that_come_with_the_end_are_stepped_then_flushed_at_once():
+    state = FakeGroupState()
+    rows = [(source_key(1), {"user": 4, "x": 1}), (END_KEY, None), (source_key(2), {"user": 4, "x": 2})]
+    out = KeyGroupCall(COUNTS, state).run(iter(frames_of(rows)))
+    assert out == [(child_key(source_key(2), 0), (4, 2)), (end_key(3, source_key(1), 0), (4, "total", 2, 3))]
+    assert state.value is None
+
+
+def test_a_reduce_step_skips_control_rows_and_leaves_the_store_at_the_end():
+    sums = KeyedStep("sums", 4, user_of, add_x, int, None, reduce=True, groups=4)
+    state = FakeGroupState()
+    rows = [(marker_key(1), None), (source_key(1), {"user": 4, "x": 5}), (source_key(2), {"user": 4, "x": 6})]
+    assert KeyGroupCall(sums, state).run(iter(frames_of(rows))) == [(source_key(1), (4, 5)), (source_key(2), (4, 11))]
+    assert KeyGroupCall(sums, state).run(iter(frames_of([(END_KEY, None)]))) == [] and state.value is None
 
 
 def test_a_stateful_step_exists_from_its_first_control_row():
     step = KeyedStep("seen", 5, None, last_seen, dict, report_seen)
     state = FakeGroupState()
     assert KeyGroupCall(step, state).run(iter(frames_of([(marker_key(1), None)]))) == []
-    state.hasTimedOut = True
-    assert KeyGroupCall(step, state).run(iter([])) == [(end_key(5, b"", 0), ("users at the end", 0))]
+    assert KeyGroupCall(step, state).run(iter(frames_of([(END_KEY, None)]))) == [(end_key(5, b"", 0),
+                                                                                   ("users at the end", 0))]
+    assert KeyGroupCall(step, FakeGroupState()).run(iter(frames_of([(END_KEY, None)]))) == [
+        (end_key(5, b"", 0), ("users at the end", 0))]  # only the end reached it: it exists, and flushes
 
 
 def test_steps_of_rows_cross_files_and_row_groups_in_order(tmp_path):

@@ -7,8 +7,10 @@ with a flag for every field of its parameter class
 :mod:`elastream.tpcxbb.engines`; each engine adds its own flags (``--master``
 for Spark). Prints the answer as a rich table, or with ``--json`` one object
 ``{"query", "engine", "rows", "seconds", "tuples_per_second", "latency_ms":
-{"p50", "p99"}}``; ``--out FILE`` also writes the answer as Parquet. Runs in
-the caller's thread.
+{"p50", "p99"}}``; ``--out FILE`` also writes the answer as Parquet. Exit
+codes: 0 answered, 2 bad input or a failed run, 3 a run stopped on purpose
+before the end of its stream (``--max-batches``: the same command carries it
+on). Runs in the caller's thread.
 
 Example::
 
@@ -30,10 +32,13 @@ from rich.console import Console
 from rich.table import Table
 
 from elastream.errors import ElastreamError
+from elastream.spark.failures import RunIncomplete
 from elastream.tpcxbb.engines import QueryRun, add_engine_arguments, available_engines, engine_entry, get_engine
 from elastream.tpcxbb.params import QUERIES, params_dict, params_from_options
 
 DEFAULT_ENGINE = "spark-batch"
+#: The exit code of a run stopped on purpose before the end of its stream (not an error: it can be carried on).
+EXIT_INCOMPLETE = 3
 PRINTED_ROWS = 100
 _TITLES = {"q01": "items sold together", "q02": "products viewed together with a product",
            "q03": "last items viewed before a purchase", "q04": "shopping-cart abandonment",
@@ -84,7 +89,7 @@ def _add_param(group: Any, f: dataclasses.Field[Any]) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run the query on the chosen engine and report it; 2 on bad input."""
+    """Run the query on the chosen engine and report it; 2 on bad input or a failed run, 3 when it stopped early."""
     try:
         entry = engine_entry(args.engine)
         params = params_from_options(args.query, vars(args))
@@ -96,6 +101,9 @@ def run_command(args: argparse.Namespace) -> int:
         return 2
     try:
         run = get_engine(entry.name)(args.query, data, params, vars(args))
+    except RunIncomplete as exc:
+        print(f"elastream query: {exc}", file=sys.stderr)
+        return EXIT_INCOMPLETE
     except (ElastreamError, OSError) as exc:
         print(f"elastream query: error: {exc}", file=sys.stderr)
         return 2

@@ -4,8 +4,8 @@ The driver reads the flow into a plan (:mod:`elastream.spark.plan`), cuts the
 source's stream into steps of files or rows (:mod:`elastream.spark.stream_steps`),
 starts one streaming query over a watched folder (:mod:`elastream.spark.frames`),
 feeds the steps into it one at a time and waits for each step's marker at the
-sinks (:mod:`elastream.spark.feeding`), then feeds the end of stream and waits
-for the batch that flushes every key. A run on a kept folder that a failed or
+sinks (:mod:`elastream.spark.feeding`); the last step also carries the end of
+stream, so the batch that reads it flushes every key. A run on a kept folder that a failed or
 stopped run of the same flow left resumes it (:mod:`elastream.spark.run_folder`).
 :mod:`elastream.spark.streaming` explains the protocol.
 
@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastream.spark.failures import SparkTranslationError, query_error
+from elastream.spark.failures import SparkTranslationError
 from elastream.spark.feeding import Collector, Feeder, RunStopped
 from elastream.spark.frames import flow_frame, local_workers_like_driver, session_conf, source_frame
 from elastream.spark.order_keys import END_KEY, marker_key
@@ -45,9 +45,11 @@ class SparkRunResult:
     ``outputs`` maps each Collect sink's name to its items in order;
     ``seconds`` runs from the first data step fed to the end of the flushing
     batch (after a warm-up step that only carries a marker);
-    ``rows_in`` counts the source rows; ``step_latencies_ms`` is each step's
-    marker round trip (fed → seen at the sink), the last one being the end of
-    stream; ``batches`` counts the micro-batches the sinks saw. ``stopped``:
+    ``rows_in`` counts the source rows; ``step_latencies_ms`` is each data
+    step's marker round trip (fed → seen at the sink), then the end of
+    stream's (the last data step carries the end, so its round trip, flushing
+    included, counts for both); ``batches`` counts the micro-batches the sinks
+    saw. ``stopped``:
     the run was stopped early (``stop``), so ``outputs`` hold what the sinks had
     and ``rows_in`` the rows of the steps that reached them. ``resumed_steps``:
     the steps (warm-up and end included) that an earlier run on the same
@@ -87,18 +89,22 @@ def _percentile(values: Sequence[float], q: float) -> float | None:
     return ordered[int(min(rank, len(ordered))) - 1]
 
 
-#: Session settings a run needs (elastream.spark.streaming), restored once the query has started.
+#: Session settings a run needs (elastream.spark.streaming), restored once the query has started. Nothing
+#: waits on time (no timeouts, no watermarks), so a batch without data would only cost its fixed price.
 _QUERY_CONF = {
     "spark.sql.streaming.unsupportedOperationCheck": "false",
-    "spark.sql.streaming.noDataMicroBatches.enabled": "true",
-    "spark.sql.streaming.multipleWatermarkPolicy": "min",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "false",
 }
+#: The version of the protocol between the driver and the layers (elastream.spark.streaming): a run folder of
+#: another version holds a checkpoint this one cannot resume.
+PROTOCOL = 2
 
 
 def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoint_dir: str | Path | None = None,
                       source_files: Mapping[str, Sequence[Path]] | None = None, files_per_batch: int | None = None,
                       rows_per_batch: int | None = None, shuffle_partitions: int | None = None,
-                      timeout_s: float | None = None, stop: threading.Event | None = None) -> SparkRunResult:
+                      timeout_s: float | None = None, stop: threading.Event | None = None,
+                      max_batches: int | None = None, identity: Mapping[str, Any] | None = None) -> SparkRunResult:
     """Run ``flow`` on Spark Structured Streaming; the same sink outputs, in order, as a sequential local run.
 
     ``spark``: the session (default :func:`elastream.spark.session.get_session`).
@@ -116,6 +122,10 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
     partitions than cores only add that fixed cost). ``timeout_s``: give up
     (TimeoutError) when a step takes longer. ``stop``: set it (from any thread)
     to stop the run at the next step; the result is then marked ``stopped``.
+    ``max_batches``: feed at most this many data steps (micro-batches), then
+    stop likewise (a later run on the same folder carries on). ``identity``:
+    what else the answer depends on (e.g. a query's parameters), as JSON
+    values; a resumed run must give the same.
 
     Raises :class:`SparkTranslationError` (before Spark starts) for an
     operator that is local-only, :class:`~elastream.errors.OperatorError`
@@ -136,7 +146,10 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
     plan = plan_flow(flow)
     files, columns = _source_of(plan, source_files)
     steps = StreamSteps.plan(files, columns, files_per_batch=files_per_batch, rows_per_batch=rows_per_batch)
-    folder = RunFolder.open(checkpoint_dir, _manifest(flow, plan, steps))  # refuses a used folder before Spark
+    if max_batches is not None and max_batches < 1:
+        raise ValueError(f"max_batches must be >= 1, got {max_batches}")
+    manifest = {**_manifest(flow, plan, steps), "identity": dict(identity or {})}
+    folder = RunFolder.open(checkpoint_dir, manifest)  # refuses a used folder before Spark
     try:
         if spark is None:
             from elastream.spark.session import get_session
@@ -149,7 +162,7 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
         steps.use_slices(cores)
         if shuffle_partitions is None:
             shuffle_partitions = _state_partitions(spark, cores)
-        return _run(spark, plan, steps, folder, shuffle_partitions, timeout_s, stop)
+        return _run(spark, plan, steps, folder, shuffle_partitions, _Limits(timeout_s, stop, max_batches))
     finally:
         folder.remove_if_temporary()
 
@@ -173,7 +186,8 @@ def _state_partitions(spark: SparkSession, cores: int) -> int | None:
 
 def _manifest(flow: Flow, plan: FlowPlan, steps: StreamSteps) -> dict[str, Any]:
     """What a resumed run must match: the flow's name and operators, and the stream's steps."""
-    return {"flow": flow.name, "operators": [[r.name, r.what] for r in plan.routes], **steps.describe()}
+    return {"protocol": PROTOCOL, "flow": flow.name, "operators": [[r.name, r.what] for r in plan.routes],
+            **steps.describe()}
 
 
 def _source_of(plan: FlowPlan, source_files: Mapping[str, Sequence[Path]] | None
@@ -205,8 +219,17 @@ class _Progress:
         return (self.ended if self.ended is not None else time.perf_counter()) - self.started
 
 
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """When the driver gives up (``timeout_s`` per step) or stops (``stop`` set, ``max_batches`` data steps fed)."""
+
+    timeout_s: float | None = None
+    stop: threading.Event | None = None
+    max_batches: int | None = None
+
+
 def _run(spark: SparkSession, plan: FlowPlan, steps: StreamSteps, folder: RunFolder,
-         shuffle_partitions: int | None, timeout_s: float | None, stop: threading.Event | None) -> SparkRunResult:
+         shuffle_partitions: int | None, limits: _Limits) -> SparkRunResult:
     if type(spark).__module__.startswith("pyspark.sql.connect"):
         # The sink hands each micro-batch to a callback in this process, which Spark Connect cannot do.
         raise SparkTranslationError("running a flow on Spark Structured Streaming needs a classic Spark session "
@@ -220,8 +243,7 @@ def _run(spark: SparkSession, plan: FlowPlan, steps: StreamSteps, folder: RunFol
     query = _start(spark, plan, feeder, schema, columns, collector, folder.checkpoint, shuffle_partitions)
     progress, stopped = _Progress(), False
     try:
-        _feed(query, feeder, collector, steps, progress, timeout_s, stop)
-        _check_nothing_late(query)
+        _feed(query, feeder, collector, steps, progress, limits)
     except RunStopped:
         stopped = True
     finally:
@@ -231,35 +253,42 @@ def _run(spark: SparkSession, plan: FlowPlan, steps: StreamSteps, folder: RunFol
 
 
 def _feed(query: Any, feeder: Feeder, collector: Collector, steps: StreamSteps, progress: _Progress,
-          timeout_s: float | None, stop: threading.Event | None) -> None:
-    """Feed a warm-up step, the data steps, then the end, noting each step's latency in ``progress``.
+          limits: _Limits) -> None:
+    """Feed a warm-up step, then the data steps (the last one with the end), noting latencies in ``progress``.
 
     The warm-up step (a marker only) takes the query's one-time costs (first
     planning, Python workers starting) off the clock, as the local engine's
     clock leaves out process start-up. Steps an earlier run on this folder
     published are not fed again: their markers come from Spark replaying them
-    (or from the sink batches kept).
+    (or from the sink batches kept). Raises :class:`RunStopped` when asked to
+    stop, or before a data step beyond ``limits.max_batches``.
     """
-    def step(number: int, put: Any, control: int, key: bytes) -> None:
+    timeout_s, stop = limits.timeout_s, limits.stop
+
+    def step(number: int, put: Any, controls: tuple[int, ...], key: bytes) -> None:
         if number in feeder.published:
             progress.resumed += 1
             collector.wait_for(key, query, timeout_s, stop)
             return
-        fed = feeder.place(number, put, control)
+        if number and limits.max_batches is not None and len(progress.latencies) >= limits.max_batches:
+            raise RunStopped()
+        fed = feeder.place(number, put, controls)
         latency = (collector.wait_for(key, query, timeout_s, stop) - fed) * 1e3
         if number:  # the warm-up's is not a step of the stream
             progress.latencies.append(latency)
 
-    step(0, None, 0, marker_key(0))
+    step(0, None, (0,), marker_key(0))
     progress.started = time.perf_counter()
-    for n in range(1, len(steps) + 1):
-        step(n, partial(steps.put, n - 1), n, marker_key(n))
+    last = len(steps)
+    for n in range(1, last):
+        step(n, partial(steps.put, n - 1), (n,), marker_key(n))
         progress.reached = n
-    step(len(steps) + 1, None, -1, END_KEY)
-    try:
-        query.processAllAvailable()  # the batch after the end row: timeouts flush every key
-    except Exception as exc:  # noqa: BLE001 - an on_end hook failed in a worker: name its operator
-        raise query_error(exc) from exc
+    # The end rides with the last step: the batch reading it steps its rows, then every key group flushes.
+    fed_before = len(progress.latencies)
+    step(last, partial(steps.put, last - 1), (last, -1), END_KEY)
+    progress.reached = last
+    if len(progress.latencies) > fed_before:  # this run fed the last step: the end's round trip is the same
+        progress.latencies.append(progress.latencies[-1])
     progress.ended = time.perf_counter()
 
 
@@ -273,12 +302,3 @@ def _start(spark: SparkSession, plan: FlowPlan, feeder: Feeder, schema: Any, col
         frame = flow_frame(plan, source, columns)
         return (frame.writeStream.foreachBatch(collector).outputMode("append")
                 .option("checkpointLocation", str(checkpoint)).start())
-
-
-def _check_nothing_late(query: Any) -> None:
-    """Fail loudly if a keyed step dropped rows as late: the synthetic event times must make that impossible."""
-    for progress in query.recentProgress:
-        for op in progress.stateOperators:
-            if op.numRowsDroppedByWatermark:
-                raise RuntimeError(f"Spark dropped {op.numRowsDroppedByWatermark} rows as late in batch "
-                                   f"{progress.batchId} ({op.operatorName}): the translation is wrong")

@@ -13,11 +13,19 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from elastream.errors import FlowValidationError, OperatorError
+from elastream.errors import ElastreamError, FlowValidationError, OperatorError
 
 
 class SparkTranslationError(FlowValidationError):
     """A flow cannot run on Spark; ``operator`` names the operator that stays local-only."""
+
+
+class SparkRunOptionError(ElastreamError, ValueError):
+    """Options of a Spark run that cannot work (a checkpoint folder of another run, flags that need others)."""
+
+
+class RunIncomplete(ElastreamError):
+    """A run stopped on purpose before the end of its stream (a micro-batch limit); its kept folder carries it on."""
 
 
 _FAILURE = re.compile(r"\[elastream operator '([^']+)'\] ([^\n]*)")

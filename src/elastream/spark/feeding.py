@@ -26,7 +26,7 @@ import pickle
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,8 +137,9 @@ class Feeder:
         self._staging.mkdir(exist_ok=resume)
         self.published = {int(p.name) for p in self.watched.iterdir()} if resume else set()
 
-    def place(self, step: int, put: Callable[[Path], None] | None, control: int) -> float:
-        """Let ``put`` place the step's data files, add a control file, then publish them as one folder; the time."""
+    def place(self, step: int, put: Callable[[Path], None] | None, controls: Sequence[int]) -> float:
+        """Let ``put`` place the step's data files, add a file of its ``controls`` (its marker's step number, -1
+        for the end of stream), then publish them as one folder; the time."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -146,7 +147,7 @@ class Feeder:
         folder.mkdir()
         if put is not None:
             put(folder)
-        pq.write_table(pa.table({CTL_COLUMN: pa.array([control], pa.int64())}), folder / f"c{step:09d}.parquet")
+        pq.write_table(pa.table({CTL_COLUMN: pa.array(list(controls), pa.int64())}), folder / f"c{step:09d}.parquet")
         folder.rename(self.watched / folder.name)  # atomic: a listing sees the whole step or nothing
         self.published.add(step)
         return time.perf_counter()

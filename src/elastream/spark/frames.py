@@ -2,8 +2,8 @@
 
 :func:`flow_frame` chains the plan's layers (:mod:`elastream.spark.layers`) after
 the source: one ``mapInArrow``, then one ``applyInPandasWithState`` per keyed
-layer grouped by (route, key group), each on the synthetic event time and its watermark
-(:mod:`elastream.spark.streaming` explains why).
+layer grouped by (route, key group), without timeouts or watermarks: the end of
+stream reaches every key group as a row (:mod:`elastream.spark.streaming`).
 
 Threading: called from the driver thread that starts the query.
 """
@@ -17,39 +17,42 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from elastream.spark.layers import CTL_COLUMN, DATA_TIME_S, END_TIME_S, ET_COLUMN, ROWS_SCHEMA, SEQ_COLUMN, \
-    KeyedLayer, SourceLayer
-from elastream.spark.order_keys import END_KEY, END_TAG, ROW_BITS
+from elastream.spark.layers import CTL_COLUMN, ROWS_SCHEMA, SEQ_COLUMN, KeyedLayer, SourceLayer
+from elastream.spark.order_keys import ROW_BITS
 from elastream.spark.plan import FlowPlan
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-#: Watermark delay: data rows (2000-01-01) are never "late" against the watermark they make.
-WATERMARK_DELAY = "1 day"
+#: The constant column added before each keyed layer (:func:`_as_row_copies`).
+ROW_COPY_COLUMN = "_elastream_row"
 
 
 def flow_frame(plan: FlowPlan, source: DataFrame, columns: tuple[str, ...]) -> DataFrame:
     """The Spark frame of a plan: the source layer, then one keyed layer after another (no operator twice)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    frame = source.mapInArrow(SourceLayer(plan.routes, plan.source, columns, plan.stateful), ROWS_SCHEMA)
+    frame = source.mapInArrow(SourceLayer(plan.routes, plan.source, columns, plan.key_groups), ROWS_SCHEMA)
     for layer in plan.layers:
         steps = {i: plan.keyed[i] for i in layer}
         # Grouped by key group, not by key: one Python call per key group per micro-batch (keygroup_state).
-        frame = with_event_time(frame).groupBy("r", "p").applyInPandasWithState(
-            KeyedLayer(plan.routes, steps), ROWS_SCHEMA, "s binary", "append", GroupStateTimeout.EventTimeTimeout)
+        frame = _as_row_copies(frame).groupBy("r", "p").applyInPandasWithState(
+            KeyedLayer(plan.routes, steps), ROWS_SCHEMA, "s binary", "append", GroupStateTimeout.NoTimeout)
     return frame
 
 
-def with_event_time(frame: DataFrame) -> DataFrame:
-    """Add the synthetic event time and a watermark on it (a keyed step's input must carry one)."""
+def _as_row_copies(frame: DataFrame) -> DataFrame:
+    """``frame`` through a projection Spark cannot remove (it adds a constant column the layers ignore).
+
+    The rows a Python layer returns are views of Arrow batches, which neither a
+    shuffle nor a state operator takes (ClassCastException: ColumnarBatchRow
+    cannot be cast to UnsafeRow, Spark 4); a projection copies them into rows
+    they take, and keeps (r, p) as they are, so a layer already grouped by them
+    feeds the next one without a shuffle.
+    """
     from pyspark.sql import functions as F
 
-    k = F.col("k")
-    ends = (k >= F.lit(bytearray(END_TAG))) | (k == F.lit(bytearray(END_KEY)))
-    et = F.when(ends, F.lit(END_TIME_S)).otherwise(F.lit(DATA_TIME_S)).cast("timestamp")
-    return frame.withColumn(ET_COLUMN, et).withWatermark(ET_COLUMN, WATERMARK_DELAY)
+    return frame.withColumn(ROW_COPY_COLUMN, F.lit(0).cast("byte"))
 
 
 def source_frame(spark: SparkSession, watched: Path, schema: Any, columns: Sequence[str]) -> DataFrame:

@@ -12,11 +12,12 @@ and pickles the dict back once. With tens of thousands of keys this replaces
 tens of thousands of Python calls (one pandas frame each) per micro-batch by
 at most ``key_groups`` calls (:mod:`elastream.operators.keygroups`).
 
-End of stream: every key group's state carries the event-time timeout of the
-synthetic end (:mod:`elastream.spark.streaming`); when it fires, or when rows
-reach a group in the batch after the end (the watermark is then past the
-timeout), every key of the group is flushed once (its ``on_end``) and the
-group leaves the state store.
+End of stream: the end row reaches every key group of every keyed step as an
+*end copy* (:mod:`elastream.spark.layers`), in the micro-batch that carries it;
+the call steps the group's data rows of that batch first, then flushes every
+key of the group once (its ``on_end``) and removes the group from the state
+store. No timeout and no watermark are involved, so the end costs no extra
+micro-batch.
 
 Threading: runs in Spark's Python workers, one call at a time per worker.
 
@@ -32,13 +33,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from elastream.spark.failures import fail_in_worker
-from elastream.spark.order_keys import child_key, dumps, end_key, loads
+from elastream.spark.order_keys import END_KEY, child_key, dumps, end_key, loads
 from elastream.spark.plan import KeyedStep
 
-#: The key groups' timeout (2050-01-01, s and ms): the synthetic end of stream's event time passes it, data
-#: rows' never does (elastream.spark.streaming).
-TIMEOUT_S = 2_524_608_000
-TIMEOUT_MS = TIMEOUT_S * 1000
 #: What a key group keeps per key: [order key where the key was first seen, the key, the user's state].
 Entry = list
 #: Keys of one key group: key → Entry.
@@ -65,6 +62,17 @@ def group_rows(frames: Iterable[Any]) -> tuple[list[bytes], list[bytes]]:
     return ks, vs
 
 
+def _after_control_rows(order: list[int], ks: list[bytes]) -> tuple[int, bool]:
+    """Where the data rows start in ``order`` (control keys start with 00, so they sort first), and whether the
+    end of stream is among the control rows."""
+    start = 0
+    ended = False
+    while start < len(order) and ks[order[start]][:1] == b"\x00":
+        ended = ended or ks[order[start]] == END_KEY
+        start += 1
+    return start, ended
+
+
 @dataclass(slots=True)
 class KeyGroupCall:
     """One call of a keyed step for one key group: step its keys' rows in order, flush them at the end of stream.
@@ -79,37 +87,32 @@ class KeyGroupCall:
     def run(self, frames: Iterator[Any]) -> list[tuple[bytes, Any]]:
         """The outputs (order key, item) of this group's rows in this micro-batch; updates Spark's state."""
         state = self.spark_state
-        if state.hasTimedOut:  # only after the end row: every key still open flushes once
-            keys: GroupState = loads(state.get[0])
-            state.remove()
-            return self.flush(keys)
         ks, vs = group_rows(frames)
-        keys = loads(state.get[0]) if state.exists else {}
-        out: list[tuple[bytes, Any]] = []
+        keys: GroupState = loads(state.get[0]) if state.exists else {}
         order = sorted(range(len(ks)), key=ks.__getitem__)
+        data, ended = _after_control_rows(order, ks)
+        out: list[tuple[bytes, Any]] = []
         if self.step.reduce:
-            self._reduce(keys, order, ks, vs, out)
+            self._reduce(keys, order, data, ks, vs, out)
         else:
-            self._process(keys, order, ks, vs, out)
+            self._process(keys, order, data, ks, vs, out)
         if self.step.key is None and None not in keys:  # a stateful step exists from the start
             keys[None] = [b"", None, self._initial()]
-        if state.getCurrentWatermarkMs() > TIMEOUT_MS:
-            out.extend(self.flush(keys))  # the end has passed: this is the flushing batch
+        if ended:  # the end of stream: every key of the group flushes once, and the group leaves the store
+            out.extend(self.flush(keys))
             state.remove()
         else:
             state.update((dumps(keys),))
-            state.setTimeoutTimestamp(TIMEOUT_MS)
         return out
 
-    def _process(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], out: list) -> None:
-        """A keyed or stateful process step over the group's rows (control rows only make a stateful step exist)."""
+    def _process(self, keys: GroupState, order: list[int], start: int, ks: list[bytes], vs: list[bytes],
+                 out: list) -> None:
+        """A keyed or stateful process step over the group's data rows (``order[start:]``)."""
         s = self.step
         key_fn, step_fn = s.key, s.step
         try:
-            for i in order:
+            for i in order[start:]:
                 k = ks[i]
-                if k[:1] == b"\x00":  # a stateful step's copy of a control row
-                    continue
                 item = loads(vs[i])
                 key = key_fn(item) if key_fn is not None else None
                 entry = keys.get(key)
@@ -121,13 +124,14 @@ class KeyGroupCall:
         except Exception as exc:  # noqa: BLE001 - the operator's code: report it by name
             raise fail_in_worker(s.name, exc) from exc
 
-    def _reduce(self, keys: GroupState, order: list[int], ks: list[bytes], vs: list[bytes], out: list) -> None:
-        """A KeyedReduce: the running fold per key, emitted as (key of the item, value) for every item."""
+    def _reduce(self, keys: GroupState, order: list[int], start: int, ks: list[bytes], vs: list[bytes],
+                out: list) -> None:
+        """A KeyedReduce: the running fold per key, emitted as (key of the item, value) for every data row."""
         s = self.step
         key_fn, fold = s.key, s.step
         assert key_fn is not None
         try:
-            for i in order:
+            for i in order[start:]:
                 k = ks[i]
                 item = loads(vs[i])
                 key = key_fn(item)

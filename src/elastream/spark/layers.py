@@ -7,9 +7,14 @@ and the key group ``p`` of that operator's key
 Parquet batches into dicts with source order keys and runs them through the
 stateless operators up to the first keyed steps or sinks; a :class:`KeyedLayer`
 steps the key groups of its own keyed steps, one call per key group, in
-order-key order (:mod:`elastream.spark.keygroup_state`: flushing each key's
-``on_end`` once, when the end of stream's event-time timeout fires) and passes
-every other row through. Fan-out copies a row per consumer; nothing runs twice.
+order-key order (:mod:`elastream.spark.keygroup_state`) and passes every other
+row through. Fan-out copies a row per consumer; nothing runs twice.
+
+Control rows (keys starting with 00) carry no item: a step's marker goes to the
+sinks only; the end of stream goes to the sinks and, as an *end copy*, to every
+key group of every keyed step, so each group flushes its keys' ``on_end`` in the
+very batch that carries the end (a later layer's groups get the earlier layers'
+flushed outputs in that batch too, before their own end copy is acted on).
 
 Threading: instances are built on the driver and pickled to the workers;
 Spark calls them there, one batch or one group at a time per worker.
@@ -28,15 +33,12 @@ from elastream.spark.plan import CONTROL_ROUTE, KeyedStep, Route
 
 # -- the row format -------------------------------------------------------------------------------------------------
 
-#: Columns the driver adds to the source rows: control (a step number, -1 for the end, null for data),
-#: sequence number (file number << ROW_BITS | row in file), and the synthetic event time.
-CTL_COLUMN, SEQ_COLUMN, ET_COLUMN = "_elastream_ctl", "_elastream_seq", "_elastream_et"
+#: Columns the driver adds to the source rows: control (a step number, -1 for the end, null for data) and
+#: sequence number (file number << ROW_BITS | row in file).
+CTL_COLUMN, SEQ_COLUMN = "_elastream_ctl", "_elastream_seq"
 #: The schema of the rows between layers, and its columns.
 ROWS_SCHEMA = "k binary, v binary, r long, p long"
 COLUMNS = ("k", "v", "r", "p")
-#: Synthetic event times (seconds): data rows and the end row (elastream.spark.streaming); the key groups'
-#: timeout (elastream.spark.keygroup_state.TIMEOUT_S) lies between them.
-DATA_TIME_S, END_TIME_S = 946_684_800, 4_102_444_800
 
 
 # -- rows ----------------------------------------------------------------------------------------------------------
@@ -84,9 +86,15 @@ def _apply(route: Route, k: bytes, item: Any) -> list[tuple[bytes, Any]]:
         raise fail_in_worker(route.name, exc) from exc
 
 
-def _control_rows(k: bytes, stateful: Sequence[int]) -> list[Row]:
-    """A control row for the sinks, and a copy for each stateful step (it must see the end row)."""
-    return [(k, _CONTROL, CONTROL_ROUTE, 0), *((k, _CONTROL, s, 0) for s in stateful)]
+def _control_rows(ctl: int, key_groups: Sequence[tuple[int, int]]) -> list[Row]:
+    """The rows of control value ``ctl``: a step's marker for the sinks; or the end of stream (``ctl`` < 0) for
+    the sinks and for every key group of every keyed step (``key_groups``: (route, groups) pairs)."""
+    if ctl >= 0:
+        return [(marker_key(ctl), _CONTROL, CONTROL_ROUTE, 0)]
+    rows = [(END_KEY, _CONTROL, CONTROL_ROUTE, 0)]
+    for route, groups in key_groups:
+        rows.extend((END_KEY, _CONTROL, route, g) for g in range(groups))
+    return rows
 
 
 def _columns(rows: list[Row]) -> tuple[list[bytes], list[bytes], list[int], list[int]]:
@@ -108,7 +116,7 @@ class SourceLayer:
     routes: tuple[Route, ...]
     source: int
     columns: tuple[str, ...]
-    stateful: tuple[int, ...]
+    key_groups: tuple[tuple[int, int], ...]
 
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
@@ -122,8 +130,7 @@ class SourceLayer:
             seqs = batch.column(SEQ_COLUMN).to_pylist()
             for row, seq, ctl in zip(rows, seqs, batch.column(CTL_COLUMN).to_pylist()):
                 if ctl is not None:
-                    out.extend(_control_rows(END_KEY if ctl < 0 else marker_key(ctl),
-                                             self.stateful))
+                    out.extend(_control_rows(ctl, self.key_groups))
                     continue
                 k = source_key(seq)
                 for consumer, port in consumers:

@@ -148,9 +148,9 @@ class FlowPlan:
     source_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
-    def stateful(self) -> tuple[int, ...]:
-        """The stateful (one-instance) steps: each gets its own copy of every control row."""
-        return tuple(i for i, s in self.keyed.items() if s.key is None)
+    def key_groups(self) -> tuple[tuple[int, int], ...]:
+        """(route, key groups) of every keyed step: each of its key groups gets a copy of the end of stream."""
+        return tuple((i, s.groups) for i, s in self.keyed.items())
 
 
 def plan_flow(flow: Flow) -> FlowPlan:

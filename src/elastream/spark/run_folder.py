@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastream.spark.failures import SparkRunOptionError
+
 MANIFEST = "run.json"
 
 
@@ -39,8 +41,9 @@ class RunFolder:
     def open(cls, checkpoint_dir: str | Path | None, manifest: dict[str, Any]) -> RunFolder:
         """A temporary folder (``checkpoint_dir`` None), a new one, or the used folder of this very run (resumed).
 
-        Raises FileExistsError for a folder that holds something else, ValueError
-        for the folder of another run (naming what differs).
+        Raises FileExistsError for a folder that holds something else,
+        :class:`~elastream.spark.failures.SparkRunOptionError` (a ValueError) for
+        the folder of another run (naming what differs).
         """
         manifest = json.loads(json.dumps(manifest))  # as it reads back (lists, not tuples)
         if checkpoint_dir is None:
@@ -77,5 +80,6 @@ def _check_same_run(root: Path, manifest: dict[str, Any]) -> None:
     kept = json.loads(path.read_text())
     differs = sorted(k for k in set(kept) | set(manifest) if kept.get(k) != manifest.get(k))
     if differs:
-        raise ValueError(f"checkpoint folder {root} holds another run (its {', '.join(differs)} differ); "
-                         "resume it with the same flow, files and batch size, or give a new or empty folder")
+        raise SparkRunOptionError(f"checkpoint folder {root} holds another run (its {', '.join(differs)} differ); "
+                                  "resume it with the same flow, parameters, files and batch size, "
+                                  "or give a new or empty folder")

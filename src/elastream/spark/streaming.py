@@ -61,27 +61,24 @@ made of it in port order (its interleaving is not defined locally either).
 modification time, not by name, so the driver itself feeds the stream: step
 ``i`` puts its data (``files_per_batch`` files linked, or ``rows_per_batch``
 rows written as a few slice files Spark reads in parallel; every file named by
-its stream position) plus one *marker* file into a fresh folder and renames it
-into the watched folder, so a listing sees a whole step or nothing; the next
-step is fed only when marker ``i`` has reached the sink. Each micro-batch
-therefore holds whole steps, in order, and the marker's round trip is the
-step's latency. A first step with a marker only warms the query up (planning,
-Python workers) before the clock starts.
+its stream position) plus one *control* file (its marker) into a fresh folder
+and renames it into the watched folder, so a listing sees a whole step or
+nothing; the next step is fed only when marker ``i`` has reached the sink. Each
+micro-batch therefore holds whole steps, in order, and the marker's round trip
+is the step's latency. A first step with a marker only warms the query up
+(planning, Python workers) before the clock starts.
 
-**End of stream, exactly once per key.** Keyed steps use event-time timeouts
-on a synthetic event time: data rows carry 2000-01-01, and after the last step
-the driver feeds an *end* file whose row carries 2100-01-01. The end row passes
-every layer, so every watermark moves past the keys' timeout (2050-01-01) at
-the end of that batch and never before. In the next (no-data) batch every key
-still in state times out once and its ``on_end`` runs; a key that receives rows
-in that batch (the ``on_end`` outputs of an earlier layer, which runs first in
-the same batch) sees the watermark past the timeout, steps them and flushes at
-once. Flushed keys leave the state store, so no hook runs twice; a stateful
-step gets its own copy of every control row, so it exists (and flushes) even
-when no data reaches it, as locally. The driver waits for the end row at the
-sink, then ``processAllAvailable`` returns after that flushing batch. All of
-this happens per key group: a key group times out (or sees the watermark past
-its timeout) once, and flushes every key it holds.
+**End of stream, exactly once per key, in the last batch.** The last data
+step's control file also holds the end (-1). The source layer turns it into an
+end row for the sinks and an *end copy* for every key group of every keyed
+step (route, key group), so every group is called in that batch: it steps its
+data rows, then flushes every key it holds (``on_end``) and leaves the state
+store, so no hook runs twice. A later layer runs in the same batch after the
+earlier ones, so its groups get the earlier layers' flushed outputs together
+with their own end copy, step them, then flush. A stateful step is one group,
+so it is called (and flushes) even when no data reached it, as locally. No
+timeout, watermark or extra micro-batch is involved: the run ends when the end
+row reaches the sink.
 
 **Resuming.** A run whose folder (``checkpoint_dir``) is kept writes each
 micro-batch the sinks get beside Spark's checkpoint; run again on the same
@@ -91,9 +88,8 @@ not yet published) and gives the answer of an uninterrupted run.
 
 Spark's analyzer refuses more than one ``applyInPandasWithState`` per query
 (its JVM twin ``flatMapGroupsWithState`` is allowed several times in append
-mode); the translator turns that check off for the query it starts, because
-every layer here runs in append mode with its own watermark, and it checks
-after the run that no row was dropped as late.
+mode); the translator turns that check off for the query it starts: every
+layer runs in append mode, without timeouts, and emits each row once.
 
 Threading: call :func:`run_flow_on_spark` from one driver thread; Spark calls
 the sink callback on its own thread (guarded by a condition variable). The
@@ -114,19 +110,17 @@ from __future__ import annotations
 from elastream.spark.driver import SparkRunResult, run_flow_on_spark
 from elastream.spark.failures import SparkTranslationError, fail_in_worker, query_error
 from elastream.spark.feeding import Collector, Feeder, RunStopped
-from elastream.spark.frames import WATERMARK_DELAY, flow_frame, source_frame, with_event_time
-from elastream.spark.keygroup_state import TIMEOUT_MS, TIMEOUT_S, KeyGroupCall
-from elastream.spark.layers import COLUMNS, CTL_COLUMN, DATA_TIME_S, END_TIME_S, ET_COLUMN, ROWS_SCHEMA, SEQ_COLUMN, \
-    KeyedLayer, Row, SourceLayer
+from elastream.spark.frames import flow_frame, source_frame
+from elastream.spark.keygroup_state import KeyGroupCall
+from elastream.spark.layers import COLUMNS, CTL_COLUMN, ROWS_SCHEMA, SEQ_COLUMN, KeyedLayer, Row, SourceLayer
 from elastream.spark.order_keys import END_KEY, MARKER_KEY, ROW_BITS, child_key, dumps, end_key, is_control, \
     key_bytes, loads, marker_key, port_key, source_key
 from elastream.spark.plan import CONTROL_ROUTE, FlowPlan, KeyedStep, KeySpec, Route, plan_flow
 
 __all__ = [
-    "COLUMNS", "CONTROL_ROUTE", "CTL_COLUMN", "DATA_TIME_S", "END_KEY", "END_TIME_S", "ET_COLUMN", "MARKER_KEY",
-    "ROWS_SCHEMA", "ROW_BITS", "SEQ_COLUMN", "TIMEOUT_MS", "TIMEOUT_S", "WATERMARK_DELAY", "Collector", "Feeder",
-    "FlowPlan", "KeyGroupCall", "KeySpec", "KeyedLayer", "KeyedStep", "Route", "Row", "RunStopped", "SourceLayer",
-    "SparkRunResult", "SparkTranslationError", "child_key", "dumps", "end_key", "fail_in_worker", "flow_frame",
-    "is_control", "key_bytes", "loads", "marker_key", "plan_flow", "port_key", "query_error", "run_flow_on_spark",
-    "source_frame", "source_key", "with_event_time",
+    "COLUMNS", "CONTROL_ROUTE", "CTL_COLUMN", "END_KEY", "MARKER_KEY", "ROWS_SCHEMA", "ROW_BITS", "SEQ_COLUMN",
+    "Collector", "Feeder", "FlowPlan", "KeyGroupCall", "KeySpec", "KeyedLayer", "KeyedStep", "Route", "Row",
+    "RunStopped", "SparkRunResult", "SparkTranslationError", "child_key", "dumps", "end_key", "fail_in_worker",
+    "flow_frame", "is_control", "key_bytes", "loads", "marker_key", "plan_flow", "port_key", "query_error",
+    "run_flow_on_spark", "source_frame", "source_key",
 ]

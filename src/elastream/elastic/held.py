@@ -41,7 +41,8 @@ from elastream.elastic.controller import available_cores
 from elastream.elastic.units import CHAIN_JOIN, replication_units
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
-from elastream.ordered.replicate import merge_name, parse_replica_name, split_name
+from elastream.ordered.replicate import merge_name, parse_replica_name, replica_name, split_name
+from elastream.runtime.bypass import BypassSpec
 from elastream.runtime.config import RunConfig
 
 
@@ -76,8 +77,9 @@ def held_plan(flow: Flow, config: RunConfig, elastic: Elastic, cores: int | None
     if not counts:
         return None
     placement = {name: 0 for name in unit_flow.operators}
+    bypass = tuple(BypassSpec(name, split_name(name), replica_name(name, 0), merge_name(name)) for name in counts)
     held = dataclasses.replace(config, processes=processes, replicas=counts, placement=placement,
-                               active_replicas={name: (0,) for name in counts})
+                               active_replicas={name: (0,) for name in counts}, bypass=bypass)
     return HeldPlan(unit_flow, held, {name: 1 for name in counts})
 
 
@@ -102,24 +104,28 @@ def as_written(stats: FlowStats, units: Collection[str], operators: Collection[s
     out: dict[str, OperatorStats] = {}
     for name, op in stats.operators.items():
         parsed = parse_replica_name(name)
-        unit = parsed[0] if parsed is not None else None
-        if unit is None or unit not in units:
+        unit = parsed[0] if parsed is not None else name  # a unit's own name: its bypass (runtime.bypass)
+        if unit not in units:
             out[name] = op
         elif unit in operators:
             out[unit] = op if unit not in out else _added(out[unit], op)
         elif not all(member in stats.operators for member in unit.split(CHAIN_JOIN)):
             out[name] = op
-    for unit in (u for u in units if u in out and u not in stats.operators):
+    for unit in (u for u in units if u in out and u in operators):
         out[unit] = _tuples_as_written(out[unit], stats, unit)
     return dataclasses.replace(stats, operators=out)
 
 
 def _tuples_as_written(op: OperatorStats, stats: FlowStats, unit: str) -> OperatorStats:
-    """``op`` counting the unit's tuples as the user's operator would: what its split took in and its
-    merge gave out (a replica counts the pieces it was sent)."""
+    """``op`` counting the unit's tuples as the user's operator would: what its bypass handled while
+    it ran unreplicated, plus what its split took in and its merge gave out (a replica counts the
+    pieces it was sent)."""
     split, merge = stats.operators.get(split_name(unit)), stats.operators.get(merge_name(unit))
-    return dataclasses.replace(op, tuples_in=split.tuples_in if split is not None else op.tuples_in,
-                               tuples_out=merge.tuples_out if merge is not None else op.tuples_out)
+    if split is None or merge is None:
+        return op
+    bypass = stats.operators.get(unit)
+    before_in, before_out = (bypass.tuples_in, bypass.tuples_out) if bypass is not None else (0, 0)
+    return dataclasses.replace(op, tuples_in=before_in + split.tuples_in, tuples_out=before_out + merge.tuples_out)
 
 
 def _added(a: OperatorStats, b: OperatorStats) -> OperatorStats:

@@ -257,6 +257,9 @@ def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict
     merge = next((o for o in ops if o.name == f"{name}{SEP}merge"), None)
     workers = [o for o in ops if o is not split and o is not merge]
     replicas = [o for o in workers if parse_replica_name(o.name) is not None]
+    bypass = next((o for o in ops if o.name == name), None) if split is not None else None
+    if bypass is not None and split.tuples_in == 0:
+        workers, replicas = [bypass], []  # a held unit running unreplicated (runtime.bypass): the bypass is it
     first, last = (workers[0], workers[-1]) if workers else (ops[0], ops[-1])
     if split is not None and merge is not None and replicas:
         unit = _replicated_unit(name, split, merge, replicas, levels, downstream, upstream, span)

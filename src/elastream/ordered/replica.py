@@ -80,6 +80,7 @@ class OrderedReplica(Operator):
         self.ends_by_key = spec.on_end is not None and spec.ends_by_key
         self.movable_state = spec.movable_state
         self.cost_us, self.selectivity = spec.cost_us, spec.selectivity  # declared costs, for offline placement
+        self._end_handled = False
 
     def spec(self) -> OperatorSpec:
         return self.spec_with(reports_as=self.origin)
@@ -112,7 +113,7 @@ class OrderedReplica(Operator):
                 await out.push(self.export_partition(msg[1]))
             else:
                 self.import_partition(msg[2])
-        if ctx.shutdown_requested:
+        if ctx.shutdown_requested or self._end_handled:
             return
         if self.ends_by_key:
             ends = self.inner.end_by_key()  # the merge orders them by the whole stream's first-seen keys
@@ -122,6 +123,15 @@ class OrderedReplica(Operator):
         final = self.inner.on_inputs_closed()
         if final:
             await out.push((END_SEQ, self.index, list(final), False))
+
+    def bypass_operator(self) -> Operator:
+        """The operator instance this replica runs, for a bypass to run until the unit spreads
+        (:mod:`elastream.runtime.bypass`): it shares this replica's state."""
+        return self.inner
+
+    def end_handled(self) -> None:
+        """The bypass ended the stream and gave the end outputs: this replica must not give them again."""
+        self._end_handled = True
 
     def run_piece(self, piece: tuple) -> tuple:
         """Process one piece from the split; return what the merge expects."""

@@ -87,6 +87,10 @@ def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
         return ControlResult(0, False, f"{decision.operator!r} is keyed and its key groups' state cannot move: "
                                        f"its {split.n_outputs} replicas keep their key groups")
     count = max(1, min(decision.count, split.n_outputs))
+    if count > 1:
+        spliced, why = handle.splice(decision.operator)
+        if not spliced:
+            return ControlResult(0, False, why)
     split.set_active(range(count))
     if count != decision.count:
         return ControlResult(0, False, f"{split.n_outputs} replicas are held ready: {count} take work")

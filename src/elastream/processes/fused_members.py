@@ -85,6 +85,9 @@ def with_members(stats: FlowStats, handle: Any, chains: Mapping[str, tuple[str, 
         chain = chain_of(handle.operator(name)) if whole is not None else None
         if chain is None:
             continue
+        bypass = stats.operators.get(name.rpartition("#")[0])  # the chain run unreplicated (runtime.bypass)
+        if bypass is not None:  # it shares this replica's chain and counters: its time is the members' too
+            whole = replace(whole, busy_s=whole.busy_s + bypass.busy_s, cpu_s=whole.cpu_s + bypass.cpu_s)
         for entry in member_entries(whole, chain):
             known = members.get(entry.name)
             members[entry.name] = entry if known is None else add_operator_stats(known, entry)
@@ -164,15 +167,20 @@ def _added_ports(a: tuple[PortStats, ...], b: tuple[PortStats, ...]) -> tuple[Po
                          closed=x.closed and y.closed) for x, y in zip(a, b))
 
 
-def listed_operators(operators: Mapping[str, Any], order: Iterable[str]) -> dict[str, Any]:
+def listed_operators(operators: Mapping[str, Any], order: Iterable[str], bypass: Iterable[Any] = ()) -> dict[str, Any]:
     """Every name a run's merged statistics list, in ``order`` (of ``operators``), with its operator.
 
     A replicated chain's members follow its last replica; a chain run unreplicated as one
-    operator is listed as its members instead (its part's snapshot names them, not it).
+    operator is listed as its members instead (its part's snapshot names them, not it). A held
+    unit's bypass (:class:`~elastream.runtime.bypass.BypassSpec`) is listed under the unit's name
+    just before its split.
     """
     listed: dict[str, Any] = {}
     last_of: dict[tuple[str, ...], str] = {}
+    bypass_before = {spec.split: spec for spec in bypass}
     for name in order:
+        if name in bypass_before and bypass_before[name].replica in operators:
+            listed[bypass_before[name].unit] = operators[bypass_before[name].replica].inner
         chain = chain_of(operators[name])
         if chain is not None and not isinstance(operators[name], OrderedReplica):
             listed.update(zip(chain.names, chain.members))

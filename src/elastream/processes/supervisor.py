@@ -112,7 +112,7 @@ class ProcessRunHandle:
         self._fused: tuple[tuple[str, ...], ...] | None = None
         operators = {name: handle.operator for name, handle in self.run_flow.operators.items()}
         #: Every name stats() lists, with its operator: a replicated fused chain's members too.
-        self._listed = listed_operators(operators, self.assignment)
+        self._listed = listed_operators(operators, self.assignment, config.bypass)
         self._handlers = {Started: self._on_started, Stats: self._on_stats, ControlResult: self._on_control_result,
                           Done: self._on_final, Failed: self._on_final}
         self._start()

@@ -151,6 +151,9 @@ class RunConfig:
     active_replicas: Mapping[str, tuple[int, ...]] | None = None
     """Per replicated operator, the replicas that take work from the start; the others are held ready
     for an elastic run to add (None: all take work)."""
+    bypass: tuple[Any, ...] = ()
+    """Held units (:class:`~elastream.runtime.bypass.BypassSpec`) that run unreplicated, split and merge
+    aside, until their first replica joins (the part that hosts their split installs them)."""
     scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
     ordering: OrderingConfig = field(default_factory=OrderingConfig)
     process: ProcessConfig = field(default_factory=ProcessConfig)

@@ -27,6 +27,7 @@ from elastream.metrics.stats import FlowStats
 from elastream.operators.base import Operator
 from elastream.policies.registry import create as create_policy
 from elastream.runtime import gc_tuning
+from elastream.runtime.bypass import Bypasses
 from elastream.runtime.compile import compile_flow
 from elastream.runtime.config import RunConfig
 from elastream.runtime.decisions import Applied, Decision, Fuse, SetThreads, Unfuse
@@ -51,8 +52,11 @@ class ThreadRunHandle:
                                 threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning,
                                 fuse=scheduling.fuse)
         self._instances = compiled.instances  # every operator's run instance, fused chains' members too
+        self.bypasses = Bypasses.install(compiled, config.bypass, config.batch_size)
+        """Held units running unreplicated until their first replica joins (:meth:`splice`)."""
         self.policy = create_policy(config.policy, seed=config.seed)
         self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=scheduling.shutdown_grace_s)
+        self.bypasses.attach(self.sched)
         self.pool = WorkerPool(self.sched, compiled.contexts, config.quantum_ms / 1000.0)
         layout = RunLayout(flow, compiled.instances, {n: op.spec() for n, op in compiled.instances.items()},
                            config.max_queue_size, config.batch_size, ordering.reorder, ordering.partitioning)
@@ -119,6 +123,10 @@ class ThreadRunHandle:
             ok, why = self._regrouper.apply(decision)
             return Applied(decision, at, ok, why)
         return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the threads backend")
+
+    def splice(self, unit: str) -> tuple[bool, str]:
+        """Let held unit ``unit`` run through its split, replicas and merge from now on (if it is bypassed)."""
+        return self.bypasses.splice(unit)
 
     def add_period_listener(self, listener: PeriodListener) -> None:
         """Call ``listener(PeriodStats)`` once per statistics period (on the monitor thread) while the flow runs."""

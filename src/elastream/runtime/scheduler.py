@@ -76,6 +76,8 @@ class Scheduler:
         self.held: set[Task] = set()
         self.regrouping = False
         self.settled = threading.Condition(self.lock)
+        #: Called (lock held) when a task completes: a bypassed unit ends its split and merge (runtime.bypass).
+        self.on_completed: dict[Task, Callable[[], None]] = {}
         self.poller = ExternalPoller(self)
         for t in tasks:
             t.sched = self
@@ -345,6 +347,10 @@ class Scheduler:
             buf.kill()
             for writer in list(buf.write_waiters):
                 self._make_ready(writer)
+        if self.on_completed:
+            hook = self.on_completed.pop(task, None)
+            if hook is not None:
+                hook()
         if self.live == 0:
             self.poller.stop_async()
             self.finished.set()
@@ -441,6 +447,10 @@ class Scheduler:
     def make_ready_locked(self, task: Task) -> None:
         """Make ``task`` READY (and eligible unless held); the caller holds the lock."""
         self._make_ready(task)
+
+    def complete_locked(self, task: Task) -> None:
+        """Mark ``task`` completed without running it (a bypass replaced by its unit); the caller holds the lock."""
+        self._mark_completed(task)
 
     def forget_locked(self, task: Task) -> None:
         """Take ``task`` out of every wait and the ready set (a task being replaced); the caller holds the lock."""

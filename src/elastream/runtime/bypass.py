@@ -1,0 +1,262 @@
+"""Replicated units that run unreplicated until the first replica joins: :class:`Bypasses`.
+
+Role: the engine's mechanism behind the replicas an elastic run holds ready
+(:mod:`elastream.elastic.held`). Such a unit is compiled with its ordered
+split, its replica 0 and its merge, so replicas in other processes can join
+without a restart; but while replica 0 alone takes work, the split and the
+merge only add two activations per batch, which a light, latency-bound flow
+pays on every tuple. So the unit starts *bypassed*: one more task, named after
+the unit, runs the operator replica 0 holds (the same instance, so its state is
+the replica's) straight from the unit's producer to its consumer, as a
+one-process run would. The split, the replica and the merge wait, read-blocked
+on empty inputs, costing nothing.
+
+* The first time the unit must spread (:meth:`Bypasses.splice`, on the first
+  ``SetReplicas`` above one), the bypass stops at a safe point: it is held and
+  no worker is inside it. The bypass has read the split's own input buffer all
+  along (borrowed from the split, which waited on an empty one), so the split
+  takes it back with whatever waits there, and the producers, their pending
+  tuples and their waits stay as they are. What the bypass had not delivered
+  goes to the consumer before anything the merge sends, and the merge takes
+  over the consumer's buffer. From then on the split, the replicas and the
+  merge run as built, the split numbering from its first batch.
+* A bypass that reaches the end of its input has ended the unit: its end
+  outputs went to the consumer. Its completion closes the split's input, so
+  the split, the replicas (those held in other processes too) and the merge
+  end with nothing, and replica 0 is told not to repeat the end outputs
+  (``end_handled``).
+
+The replica operator offers ``bypass_operator()`` (the instance the bypass
+runs) and ``end_handled()``; the ordered replica does (:mod:`elastream.ordered.replica`).
+
+Threading: :meth:`Bypasses.install` runs in the thread that starts the run,
+before the scheduler exists; :meth:`Bypasses.splice` in the thread that applies
+decisions (the control point), waiting on the scheduler's condition with a
+timeout; the completion hook runs under the scheduler's lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from elastream.operators.base import FunctionOperator, Operator
+from elastream.runtime.compile import make_task, relink
+from elastream.runtime.context import Context, InputPort, OutputPort
+from elastream.runtime.states import OperatorState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from elastream.runtime.buffer import PortBuffer
+    from elastream.runtime.compile import CompiledFlow
+    from elastream.runtime.scheduler import Scheduler
+    from elastream.runtime.task import Task
+
+#: Longest wait for a bypass and its producers to be outside every worker before a splice gives up.
+SPLICE_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class BypassSpec:
+    """Names of a held unit's tasks in this part: the unit, its split, its replica 0 and its merge."""
+
+    unit: str
+    split: str
+    replica: str
+    merge: str
+
+
+class _SharedOperator(FunctionOperator):
+    """The operator a bypass runs: replica 0's own instance, opened and closed by replica 0's task."""
+
+    def __init__(self, inner: Operator, replica: Task, replica_context: Context):
+        super().__init__(inputs=1, outputs=1)
+        self.inner = inner
+        self.kind = inner.spec().kind
+        self._replica, self._replica_context = replica, replica_context
+        self.on_batch = inner.on_batch  # type: ignore[method-assign]
+        self.on_inputs_closed = inner.on_inputs_closed  # type: ignore[method-assign]
+
+    def spec(self) -> Any:
+        return self.inner.spec()
+
+    def open(self, ctx: Any) -> None:
+        # Replica 0 waits read-blocked until a splice or the end, so it cannot be opening now.
+        if not self._replica.opened:
+            self._replica_context.use_clock(ctx.clock)
+            self._replica.open(self._replica_context)
+
+    def close(self) -> None:
+        """Replica 0's task closes the operator when it ends."""
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+
+@dataclass(slots=True)
+class _Bypass:
+    """One bypassed unit: its bypass task, the unit's tasks, and the buffers the bypass borrows."""
+
+    spec: BypassSpec
+    task: Task
+    split: Task
+    split_context: Context
+    replica: Task
+    merge: Task
+    consumer_buf: PortBuffer   # the consumer's input, fed by the bypass now and by the merge after a splice
+    spliced: bool = False
+
+
+class Bypasses:
+    """The bypassed units of one running part (see the module docstring)."""
+
+    def __init__(self, bypasses: dict[str, _Bypass]):
+        self._by_unit = bypasses
+        self.sched: Scheduler | None = None
+
+    @classmethod
+    def install(cls, compiled: CompiledFlow, specs: Sequence[BypassSpec], batch_size: int) -> Bypasses:
+        """Add a bypass task for each unit of ``specs`` whose split, replica and merge this part runs."""
+        by_name = {t.name: t for t in compiled.tasks}
+        bypasses = {}
+        for spec in specs:
+            if all(name in by_name for name in (spec.split, spec.replica, spec.merge)):
+                bypass = _bypass(compiled, spec, by_name, batch_size)
+                if bypass is not None:
+                    bypasses[spec.unit] = bypass
+        if bypasses:
+            relink(compiled.tasks)
+        return cls(bypasses)
+
+    def attach(self, sched: Scheduler) -> None:
+        """Leave the split, replica 0 and merge read-blocked, and hook each bypass's end (after the scheduler)."""
+        self.sched = sched
+        with sched.lock:
+            for b in self._by_unit.values():
+                for task in (b.split, b.replica, b.merge):
+                    _park(sched, task)
+                sched.on_completed[b.task] = lambda b=b: self._ended(b)
+
+    def bypassed(self, unit: str) -> bool:
+        """True while ``unit`` runs through its bypass."""
+        b = self._by_unit.get(unit)
+        return b is not None and not b.spliced
+
+    def splice(self, unit: str, timeout: float = SPLICE_TIMEOUT_S) -> tuple[bool, str]:
+        """Put the split, replica 0 and merge of ``unit`` in its bypass's place (nothing to do unless bypassed)."""
+        b = self._by_unit.get(unit)
+        if b is None or b.spliced:
+            return True, ""
+        sched = self.sched
+        deadline = perf_counter() + timeout
+        with sched.lock:
+            sched.held.add(b.task)
+            sched.regrouping = True
+            try:
+                while b.task.state is OperatorState.RUNNING:
+                    left = deadline - perf_counter()
+                    if left <= 0 or sched.shutdown_requested:
+                        return False, _why_not(b, sched)
+                    sched.settled.wait(left)
+                if b.task.state is OperatorState.COMPLETED or sched.shutdown_requested:
+                    return False, _why_not(b, sched)
+                _splice_locked(sched, b)
+                relink(sched.tasks)
+            finally:
+                sched.held.discard(b.task)
+                sched.regrouping = False
+                if b.task.state is OperatorState.READY:
+                    sched.ready[b.task] = None
+                sched.cond.notify_all()
+        return True, ""
+
+    def _ended(self, b: _Bypass) -> None:
+        """The bypass completed (lock held): end the split and merge with nothing, unless it was spliced."""
+        if b.spliced:
+            return
+        end_handled = getattr(b.replica.op, "end_handled", None)
+        if end_handled is not None and not self.sched.shutdown_requested:
+            end_handled()
+        _close(self.sched, b.split.inputs[0])  # the split ends, then its replicas (held ones too), then the merge
+
+
+def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], batch_size: int) -> _Bypass | None:
+    """Create the bypass task of ``spec``: it reads the split's input buffer and writes the merge's consumer's."""
+    split, replica, merge = by_name[spec.split], by_name[spec.replica], by_name[spec.merge]
+    inner_of = getattr(replica.op, "bypass_operator", None)
+    if inner_of is None or len(split.inputs) != 1 or len(merge.outputs) != 1 or len(merge.outputs[0]) != 1:
+        return None
+    op = _SharedOperator(inner_of(), replica, compiled.contexts[spec.replica])
+    task = make_task(spec.unit, op, split.index, batch_size=batch_size, threads=1, reorder="nonblocking",
+                     partitioning="hybrid", spec=op.spec())
+    split_in, consumer_buf = split.inputs[0], merge.outputs[0][0]
+    task.inputs = [split_in]
+    split_in.owner = task
+    split.inputs = [_waiting_buffer(split, split_in)]
+    task.outputs = [[consumer_buf]]
+    merge.outputs[0] = []
+    consumer_buf.publishers = [task if p is merge else p for p in consumer_buf.publishers]
+    compiled.tasks.append(task)
+    compiled.contexts[task.name] = Context(task, [InputPort(split_in, task, 0)], [OutputPort(task, 0)])
+    return _Bypass(spec, task, split, compiled.contexts[spec.split], replica, merge, consumer_buf)
+
+
+def _waiting_buffer(split: Task, lent: PortBuffer) -> PortBuffer:
+    """An empty input for the split while the bypass borrows its own: open (one publisher nobody is)
+    until the bypass ends or is spliced."""
+    from elastream.runtime.buffer import PortBuffer
+
+    buf = PortBuffer(split, 0, lent.capacity, f"{split.name}.in_(0) (bypassed)")
+    buf.open_publishers = 1
+    return buf
+
+
+def _park(sched: Scheduler, task: Task) -> None:
+    """Make ``task`` wait read-blocked on its (empty) inputs instead of being dispatched at the start."""
+    sched.ready.pop(task, None)
+    task.state = OperatorState.READ_BLOCKED
+    task.blocked_since = sched.now()
+    task.read_wait = {buf: 1 for buf in task.inputs}
+    from elastream.runtime.traps import WaitMode
+
+    task.read_mode = WaitMode.DISJ
+
+
+def _close(sched: Scheduler, buf: PortBuffer) -> None:
+    """Close ``buf`` as its last publisher ending would (lock held)."""
+    buf.open_publishers = 0
+    buf.closed = True
+    if buf.owner.state is OperatorState.READ_BLOCKED:
+        sched.make_ready_locked(buf.owner)
+
+
+def _splice_locked(sched: Scheduler, b: _Bypass) -> None:
+    """Rewire a quiescent bypass back to its split, replica and merge (lock held)."""
+    b.spliced = True  # before the bypass completes: its completion hook must not end the split
+    lent, waiting = b.task.inputs[0], b.split.inputs[0]
+    lent.owner = b.split
+    b.split.inputs = [lent]
+    b.split_context.inputs[0] = InputPort(lent, b.split, 0)  # the split has not run: its coroutine reads this
+    b.task.inputs = [waiting]
+    waiting.owner, waiting.open_publishers, waiting.closed = b.task, 0, True
+    undelivered, b.task.pending = b.task.pending, []
+    for _, items, origin in undelivered:
+        b.consumer_buf.force(items, origin, sched.now())
+    b.task.outputs = [[]]
+    b.merge.outputs[0] = [b.consumer_buf]
+    b.consumer_buf.publishers = [b.merge if p is b.task else p for p in b.consumer_buf.publishers]
+    sched.complete_locked(b.task)
+    if b.task.opened:
+        b.task.close()  # the shared operator's close does nothing: replica 0 closes it
+    sched.make_ready_locked(b.split)
+    if undelivered and b.consumer_buf.owner.state is OperatorState.READ_BLOCKED:
+        sched.make_ready_locked(b.consumer_buf.owner)
+
+
+def _why_not(b: _Bypass, sched: Scheduler) -> str:
+    if sched.shutdown_requested:
+        return "the flow is shutting down"
+    if b.task.state is OperatorState.COMPLETED:
+        return f"{b.spec.unit!r} has reached the end of its input"
+    return f"{b.spec.unit!r} did not reach a safe point within {SPLICE_TIMEOUT_S} s"

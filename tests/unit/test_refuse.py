@@ -125,7 +125,10 @@ def test_statistics_carry_over_the_switch(wait_until):
     handle = start(Gated(2000, {1000: gate}))
     try:
         # The one worker waits in the source once the sink has what came before the gate: all else is idle.
-        wait_until(lambda: handle.stats().operators["out"].tuples_in == len(expected(1000)), what="the chain idle")
+        # A task's busy time is added when its worker leaves it, so every one must be waiting again too.
+        wait_until(lambda: handle.stats().operators["out"].tuples_in == len(expected(1000))
+                   and all(state == "read_blocked" for name, state in handle.states().items() if name != "src"),
+                   what="the chain idle")
         before = handle.stats().operators
         handle.submit([Unfuse(CHAIN)])
         middle = handle.stats().operators

@@ -189,6 +189,14 @@ class FunctionOperator(Operator):
         on_batch = self.on_batch
         return [on_batch([x], port) for x in items]
 
+    def first_seen_keys(self) -> list:
+        """The keys this instance holds state for, in the order it first saw them (default: none).
+
+        A unit run through a bypass (:mod:`elastream.runtime.bypass`) saw the stream's first keys
+        before its split did; the split learns them from here, so end outputs keep that order.
+        """
+        return []
+
     def order_keys(self, keys: Any) -> None:
         """Put per-key state in the order of ``keys`` (first-seen order of a sequential run).
 

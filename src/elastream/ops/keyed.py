@@ -152,6 +152,9 @@ class KeyedProcess(FunctionOperator):
     def describe(self) -> str:
         return f"KeyedProcess({_fn_name(self.step)})"
 
+    def first_seen_keys(self) -> list:
+        return list(self.states)  # insertion order: the first-seen order of the keys it saw
+
     def order_keys(self, keys: Any) -> None:
         states = self.states
         self.states = {k: states[k] for k in keys if k in states}

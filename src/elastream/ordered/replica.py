@@ -129,6 +129,11 @@ class OrderedReplica(Operator):
         (:mod:`elastream.runtime.bypass`): it shares this replica's state."""
         return self.inner
 
+    def first_seen_keys(self) -> list:
+        """The keys its operator holds state for, in first-seen order (a split taking over from a bypass)."""
+        keys = getattr(self.inner, "first_seen_keys", None)
+        return keys() if keys is not None else []
+
     def end_handled(self) -> None:
         """The bypass ended the stream and gave the end outputs: this replica must not give them again."""
         self._end_handled = True

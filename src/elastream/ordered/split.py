@@ -180,6 +180,13 @@ class OrderedSplit(SplitBalancing, Operator):
             if self._moves or self.queued():
                 await ctx.sleep(THROTTLE_S)
 
+    def took_over(self, replica: Operator) -> None:
+        """Carry on from a bypass that ran ``replica``'s operator (:mod:`elastream.runtime.bypass`): the keys it
+        saw come first in the first-seen order the merge gives end outputs in."""
+        if self.track_keys:
+            for key in replica.first_seen_keys():  # type: ignore[attr-defined]
+                self._seen.setdefault(key, None)
+
     def _batch_size(self) -> int:
         """``chunk`` when given; else, with a link, about PIECE_S of work per replica piece (scaled as the
         link's windows are)."""

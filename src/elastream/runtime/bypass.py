@@ -28,6 +28,8 @@ on empty inputs, costing nothing.
 
 The replica operator offers ``bypass_operator()`` (the instance the bypass
 runs) and ``end_handled()``; the ordered replica does (:mod:`elastream.ordered.replica`).
+A split that offers ``took_over(replica)`` hears of the splice before it runs
+(the ordered split learns the keys the bypass saw first, in their order).
 
 Threading: :meth:`Bypasses.install` runs in the thread that starts the run,
 before the scheduler exists; :meth:`Bypasses.splice` in the thread that applies
@@ -246,6 +248,9 @@ def _splice_locked(sched: Scheduler, b: _Bypass) -> None:
     b.task.outputs = [[]]
     b.merge.outputs[0] = [b.consumer_buf]
     b.consumer_buf.publishers = [b.merge if p is b.task else p for p in b.consumer_buf.publishers]
+    took_over = getattr(b.split.op, "took_over", None)
+    if took_over is not None:
+        took_over(b.replica.op)  # e.g. the keys' first-seen order so far, which only the bypass saw
     sched.complete_locked(b.task)
     if b.task.opened:
         b.task.close()  # the shared operator's close does nothing: replica 0 closes it

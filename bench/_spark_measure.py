@@ -30,7 +30,7 @@ NATIVE_SEED = 7
 
 
 def runner_default_options() -> dict[str, Any]:
-    """The local engine's options that make it run with ``es.Runner()``'s defaults (no thread, process or batch choice)."""
+    """The local engine's options for ``es.Runner()``'s defaults: no thread, process or batch-size choice."""
     import elastream as es
 
     batch_size = inspect.signature(es.Runner).parameters["batch_size"].default

@@ -135,8 +135,9 @@ def save_plot(result: dict[str, Any], path: Path | None) -> str | None:
     ax.set_xticks(range(len(labels)), labels)
     ax.set_yscale("log")
     ax.set_ylabel("tuples/s")
-    ax.set_title(f"TPCx-BB SF {result['scale']:g} on Spark Structured Streaming "
-                 f"(load average {result['machine']['load_average_1min']:.1f})")
+    cut = f", streams cut to {result['stream_rows_cap']:,} rows" if result.get("stream_rows_cap") else ""
+    ax.set_title(f"TPCx-BB SF {result['scale']:g}{cut} on Spark Structured Streaming "
+                 f"(load average {result['machine']['load_average_1min']:.1f})", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

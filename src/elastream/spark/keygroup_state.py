@@ -28,14 +28,17 @@ Example (what a layer does with one group's frames)::
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from elastream.spark.failures import fail_in_worker
-from elastream.spark.order_keys import END_KEY, child_key, dumps, end_key, loads
+from elastream.spark.order_keys import CHILD_TAG, END_KEY, child_key, dumps, end_key, loads
 from elastream.spark.plan import KeyedStep
 
+#: The order-key suffixes of a step's first outputs per input (child_key's), made once.
+_CHILD_SUFFIXES = tuple(CHILD_TAG + j.to_bytes(4, "big") for j in range(64))
 #: What a key group keeps per key: [order key where the key was first seen, the key, the user's state].
 Entry = list
 #: Keys of one key group: key → Entry.
@@ -110,17 +113,19 @@ class KeyGroupCall:
         """A keyed or stateful process step over the group's data rows (``order[start:]``)."""
         s = self.step
         key_fn, step_fn = s.key, s.step
+        unpickle, append = pickle.loads, out.append
         try:
             for i in order[start:]:
                 k = ks[i]
-                item = loads(vs[i])
+                item = unpickle(vs[i])
                 key = key_fn(item) if key_fn is not None else None
                 entry = keys.get(key)
                 if entry is None:  # the key's first item: on_end gets this key object, as locally
                     entry = keys[key] = [k, key, self._initial()]
                 entry[2], emitted = step_fn(entry[2], item)
                 if emitted:
-                    out.extend((child_key(k, j), e) for j, e in enumerate(emitted))
+                    for j, e in enumerate(emitted):
+                        append((k + _CHILD_SUFFIXES[j] if j < 64 else child_key(k, j), e))
         except Exception as exc:  # noqa: BLE001 - the operator's code: report it by name
             raise fail_in_worker(s.name, exc) from exc
 
@@ -130,10 +135,11 @@ class KeyGroupCall:
         s = self.step
         key_fn, fold = s.key, s.step
         assert key_fn is not None
+        unpickle = pickle.loads
         try:
             for i in order[start:]:
                 k = ks[i]
-                item = loads(vs[i])
+                item = unpickle(vs[i])
                 key = key_fn(item)
                 entry = keys.get(key)
                 if entry is None:

@@ -22,14 +22,17 @@ Spark calls them there, one batch or one group at a time per worker.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import pickle
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from elastream.spark.failures import fail_in_worker
 from elastream.spark.keygroup_state import KeyGroupCall
-from elastream.spark.order_keys import END_KEY, child_key, dumps, marker_key, port_key, source_key
-from elastream.spark.plan import CONTROL_ROUTE, KeyedStep, Route
+from elastream.operators.keygroups import stable_hash
+from elastream.spark.order_keys import CHILD_TAG, END_KEY, PORT_TAG, SOURCE_TAG, child_key, dumps, marker_key
+from elastream.spark.plan import CONTROL_ROUTE, KeyedStep, KeySpec, Route
 
 # -- the row format -------------------------------------------------------------------------------------------------
 
@@ -52,38 +55,89 @@ _CONTROL = _Control()
 Row = tuple[bytes, Any, int, int]
 
 
-def _deliver(routes: Sequence[Route], k: bytes, item: Any, target: int, port: int, out: list[Row]) -> None:
-    """Run ``item`` through stateless operators from ``target`` on, until it reaches a keyed step or a sink."""
-    route = routes[target]
-    what = route.what
-    if what == "keyed":
+#: Delivers one item (with its order key) to an operator and on through the stateless ones after it, appending
+#: the rows that reach a keyed step or a sink to ``out``.
+Deliver = Callable[[bytes, Any, list], None]
+#: The order-key suffixes of a FlatMap's first outputs (child_key's), made once.
+_CHILD_SUFFIXES = tuple(CHILD_TAG + j.to_bytes(4, "big") for j in range(64))
+
+
+def compile_deliveries(routes: Sequence[Route]) -> list[tuple[Deliver, ...]]:
+    """Per route, one function per consumer that runs an item from that consumer on (module docstring).
+
+    Built once per layer in a worker: each function holds its operator's
+    function and the functions of the consumers after it, so a row costs a few
+    plain calls rather than a walk over the routes.
+    """
+    built: dict[tuple[int, int], Deliver] = {}
+
+    def into(target: int, port: int) -> Deliver:
+        if (target, port) not in built:
+            nexts = tuple(into(c, p) for c, p in routes[target].consumers)
+            built[target, port] = _delivery(routes[target], target, port, nexts)
+        return built[target, port]
+
+    return [tuple(into(c, p) for c, p in route.consumers) for route in routes]
+
+
+def _delivery(route: Route, target: int, port: int, nexts: tuple[Deliver, ...]) -> Deliver:
+    """The :data:`Deliver` of one operator: rows for keyed steps and sinks, or its function's outputs passed on."""
+    if route.what == "keyed":
         assert route.key is not None
-        out.append((k, item, target, route.key.group_of(item)))
-        return
-    if what == "sink":
-        out.append((k, item, target, 0))
-        return
-    if what == "union":
-        results = [(port_key(k, port), item)]
-    else:
-        results = _apply(route, k, item)
-    for k2, item2 in results:
-        for consumer, consumer_port in route.consumers:
-            _deliver(routes, k2, item2, consumer, consumer_port, out)
+        return _into_keyed(route.key, target)
+    if route.what == "sink":
+        return lambda k, item, out: out.append((k, item, target, 0))
+    if route.what == "union":
+        tag = PORT_TAG + bytes([port])
+        return lambda k, item, out: _pass_on(nexts, k + tag, item, out)
+    assert route.fn is not None
+    fn, name = route.fn, route.name
+    if route.what == "map":
+        def deliver_map(k: bytes, item: Any, out: list) -> None:
+            try:
+                y = fn(item)
+            except Exception as exc:  # noqa: BLE001 - any user error, reported with the operator's name
+                raise fail_in_worker(name, exc) from exc
+            _pass_on(nexts, k, y, out)
+        return deliver_map
+    if route.what == "filter":
+        def deliver_filter(k: bytes, item: Any, out: list) -> None:
+            try:
+                kept = fn(item)
+            except Exception as exc:  # noqa: BLE001
+                raise fail_in_worker(name, exc) from exc
+            if kept:
+                _pass_on(nexts, k, item, out)
+        return deliver_filter
+
+    def deliver_flat_map(k: bytes, item: Any, out: list) -> None:
+        try:
+            ys = list(fn(item))
+        except Exception as exc:  # noqa: BLE001
+            raise fail_in_worker(name, exc) from exc
+        for j, y in enumerate(ys):
+            _pass_on(nexts, k + _CHILD_SUFFIXES[j] if j < 64 else child_key(k, j), y, out)
+    return deliver_flat_map
 
 
-def _apply(route: Route, k: bytes, item: Any) -> list[tuple[bytes, Any]]:
-    """A Map, Filter or FlatMap on one item: its outputs with their order keys."""
-    fn = route.fn
-    assert fn is not None
-    try:
-        if route.what == "map":
-            return [(k, fn(item))]
-        if route.what == "filter":
-            return [(k, item)] if fn(item) else []
-        return [(child_key(k, j), y) for j, y in enumerate(fn(item))]
-    except Exception as exc:  # noqa: BLE001 - any user error, reported with the operator's name
-        raise fail_in_worker(route.name, exc) from exc
+def _pass_on(nexts: tuple[Deliver, ...], k: bytes, item: Any, out: list) -> None:
+    for deliver in nexts:
+        deliver(k, item, out)
+
+
+def _into_keyed(spec: KeySpec, target: int) -> Deliver:
+    """Rows for keyed step ``target``, with the key group of their key (the local engine's)."""
+    key_fn, groups, name = spec.key, spec.groups, spec.name
+    if key_fn is None:
+        return lambda k, item, out: out.append((k, item, target, 0))
+
+    def deliver_keyed(k: bytes, item: Any, out: list) -> None:
+        try:
+            group = stable_hash(key_fn(item)) % groups
+        except Exception as exc:  # noqa: BLE001 - the key function is the keyed operator's code
+            raise fail_in_worker(name, exc) from exc
+        out.append((k, item, target, group))
+    return deliver_keyed
 
 
 def _control_rows(ctl: int, key_groups: Sequence[tuple[int, int]]) -> list[Row]:
@@ -98,17 +152,21 @@ def _control_rows(ctl: int, key_groups: Sequence[tuple[int, int]]) -> list[Row]:
 
 
 def _columns(rows: list[Row]) -> tuple[list[bytes], list[bytes], list[int], list[int]]:
-    """Rows as the k, v, r, p columns (items pickled)."""
-    ks, vs, rs, ps = [], [], [], []
-    for k, item, r, p in rows:
-        ks.append(k)
-        vs.append(b"" if item is _CONTROL else dumps(item))
-        rs.append(r)
-        ps.append(p)
-    return ks, vs, rs, ps
+    """Rows as the k, v, r, p columns (items pickled; a control row's item as empty bytes)."""
+    if not rows:
+        return [], [], [], []
+    ks, items, rs, ps = (list(c) for c in zip(*rows))
+    return ks, [b"" if item is _CONTROL else _pickled(item) for item in items], rs, ps
 
 
-@dataclass(frozen=True, slots=True)
+def _pickled(item: Any) -> bytes:
+    try:
+        return pickle.dumps(item, 5)
+    except (pickle.PicklingError, AttributeError, TypeError):  # lambdas inside: order_keys.dumps copes
+        return dumps(item)
+
+
+@dataclass(frozen=True)
 class SourceLayer:
     """The ``mapInArrow`` right after the source: rows become dicts (as the local FromParquet makes them),
     get source order keys, and run through the stateless operators up to the first keyed steps or sinks."""
@@ -118,12 +176,17 @@ class SourceLayer:
     columns: tuple[str, ...]
     key_groups: tuple[tuple[int, int], ...]
 
+    @cached_property
+    def deliveries(self) -> list[tuple[Deliver, ...]]:
+        """:func:`compile_deliveries` of the routes, built in the worker on first use (never pickled)."""
+        return compile_deliveries(self.routes)
+
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
         from elastream.ops.arrow_rows import rows_of
 
-        consumers = self.routes[self.source].consumers
+        consumers = self.deliveries[self.source]
         for batch in batches:
             out: list[Row] = []
             rows = rows_of(batch.select(list(self.columns)))
@@ -132,9 +195,9 @@ class SourceLayer:
                 if ctl is not None:
                     out.extend(_control_rows(ctl, self.key_groups))
                     continue
-                k = source_key(seq)
-                for consumer, port in consumers:
-                    _deliver(self.routes, k, row, consumer, port, out)
+                k = SOURCE_TAG + seq.to_bytes(8, "big")  # source_key, inlined: once per stream row
+                for deliver in consumers:
+                    deliver(k, row, out)
             if out:
                 ks, vs, rs, ps = _columns(out)
                 yield pa.RecordBatch.from_arrays(
@@ -142,7 +205,7 @@ class SourceLayer:
                      pa.array(ps, pa.int64())], names=list(COLUMNS))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class KeyedLayer:
     """The ``applyInPandasWithState`` function of one layer of keyed steps (module docstring).
 
@@ -156,6 +219,11 @@ class KeyedLayer:
     routes: tuple[Route, ...]
     steps: dict[int, KeyedStep]
 
+    @cached_property
+    def deliveries(self) -> list[tuple[Deliver, ...]]:
+        """:func:`compile_deliveries` of the routes, built in the worker on first use (never pickled)."""
+        return compile_deliveries(self.routes)
+
     def __call__(self, group: tuple, frames: Iterator[Any], state: Any) -> Iterator[Any]:
         route = int(group[0])
         step = self.steps.get(route)
@@ -165,10 +233,10 @@ class KeyedLayer:
             return
         outputs = KeyGroupCall(step, state).run(frames)
         rows: list[Row] = []
-        consumers = self.routes[route].consumers
+        consumers = self.deliveries[route]
         for k, item in outputs:
-            for consumer, port in consumers:
-                _deliver(self.routes, k, item, consumer, port, rows)
+            for deliver in consumers:
+                deliver(k, item, rows)
         if rows:
             import pandas as pd
 

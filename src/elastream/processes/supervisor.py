@@ -10,7 +10,8 @@ server (:mod:`~elastream.processes.forkserver`) that has already imported and
 warmed up what a worker needs; while they boot, this process creates the rings
 (pages allocated, not mapped: its handles only unlink), sends each worker
 ``RingsReady``, and starts part 0 (an elastic ``Runner()``'s held-ready
-workers: part 0 first, the workers from the supervisor thread). Teardown: the
+workers: part 0 first, the workers from the supervisor thread once the run
+outlives its first moments or a decision needs them: :mod:`~elastream.processes.held_start`). Teardown: the
 rings are unlinked as soon as every part has reported its end, while the workers
 exit; every worker is joined on every exit path (normal end, an operator's failure, a killed worker,
 Ctrl-C in the caller's wait, a failed start, an interpreter exit while the run
@@ -36,8 +37,6 @@ decisions, the supervisor shutdowns).
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
@@ -49,9 +48,10 @@ from elastream.errors import OperatorError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats
 from elastream.processes import forkserver, live_runs
-from elastream.processes.child import child_main
 from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.fused_members import listed_operators, run_chains
+from elastream.processes.held_start import HeldWorkers
+from elastream.processes.spawn import create_rings, spawn_workers
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
@@ -59,11 +59,11 @@ from elastream.processes.part_reports import not_reported, remote_error
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
 from elastream.processes.replicate import expand_assignment
-from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, pickle_specs, split_flow
+from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
 from elastream.processes.worker_death import WorkerProcessError, death_of
 from elastream.processes.child_record import ChildRecord as _Child, any_unended
 from elastream.runtime.config import RunConfig
-from elastream.runtime.decisions import Applied, Decision, SetThreads
+from elastream.runtime.decisions import Applied, Decision, SetReplicas, SetThreads
 from elastream.runtime.handle import RunResult, wait_slice
 from elastream.runtime.periodic import PeriodListener, PeriodSampler
 
@@ -105,8 +105,8 @@ class ProcessRunHandle:
         self._failure: BaseException | None = None
         self._result: RunResult | None = None
         self._children: list[_Child] = []
-        self._pending: list[ChildSpec] = []
-        """Specs of held-ready workers the supervisor thread has still to start."""
+        self._held: HeldWorkers | None = None
+        """Held-ready workers the supervisor thread has still to start (processes.held_start)."""
         self._local: LocalPart | None = None
         self._replies = PendingReplies()
         self._fused: tuple[tuple[str, ...], ...] | None = None
@@ -131,10 +131,10 @@ class ProcessRunHandle:
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
             if self.config.active_replicas is not None:
                 # Held-ready workers (an elastic Runner()) take no work until a decision adds them: part 0
-                # starts at once, and the supervisor thread starts them (and the fork server) meanwhile.
+                # starts at once, and the supervisor thread starts them later (processes.held_start).
                 self._create_rings(ring_names)
                 self._local = LocalPart(specs[0])
-                self._pending = specs[1:]
+                self._held = HeldWorkers(specs[1:], self._started)
                 return
             # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
             # waits for RingsReady before it attaches any.
@@ -149,50 +149,35 @@ class ProcessRunHandle:
             raise
 
     def _create_rings(self, ring_names: dict) -> None:
-        from elastream.ipc.ring import SharedRing
+        self._rings.extend(create_rings(ring_names.values(), self.config.process.ring_bytes))
 
-        for name in ring_names.values():
-            # This handle only unlinks: the parts' own handles map and prefault the pages they use.
-            self._rings.append(SharedRing.create(self.config.process.ring_bytes, name=name, producers=1,
-                                                 prefault=False))
-
-    def _start_held(self) -> None:
-        """Start the held-ready workers (on the supervisor thread, while part 0 runs); a failure fails the run."""
-        specs, self._pending = self._pending, []
+    def _start_held(self, live: dict, sentinels: dict) -> None:
+        """Start the held workers when due, or end their streams when the flow ended without them
+        (supervisor thread; a failure to start fails the run)."""
+        held = self._held
+        if held is None or not held.waiting:
+            return
+        if self._shutdown_sent:
+            held.drop()  # part 0's receivers end with its shutdown
+        elif not held.due(perf_counter()):
+            held.end_if_idle()
+            return
         try:
-            children = self._spawn(specs)
+            children = self._spawn(held.take())
         except BaseException as error:  # noqa: BLE001 - reported as the run's failure
             self._fail(error)
             return
         for c in children:
             c.send(RingsReady())
+            live[c.conn], sentinels[c.process.sentinel] = c, c
         self._children = children
-        if self._shutdown_sent:
-            for c in children:
-                c.send(Shutdown())  # a stop asked for while they started
 
     def _spawn(self, specs: list[ChildSpec]) -> list[_Child]:
-        method = self.config.process.start_method
-        ctx = mp.get_context(method)
-        payloads = pickle_specs(specs)  # an operator that cannot go to its worker is named before any starts
-        if method == "forkserver":
-            forkserver.ensure_fork_server(ctx, payloads)
-            forkserver.use_fork_server(self)
-        # A spawned worker inherits this process's environment; a forked one the fork server's.
-        environ = dict(os.environ) if method == "forkserver" else None
-        children = []
+        children: list[_Child] = []
         try:
-            for spec, payload in zip(specs, payloads):
-                parent_end, child_end = ctx.Pipe(duplex=True)
-                proc = ctx.Process(target=child_main, args=(spec.index, payload, child_end, environ),
-                                   name=f"elastream-proc-{spec.index}", daemon=True)
-                try:
-                    proc.start()
-                finally:
-                    child_end.close()
-                children.append(_Child(spec, proc, parent_end))
+            spawn_workers(specs, self.config.process, self, children)
         except BaseException:
-            self._children = children
+            self._children = children  # the ones started are ended by the caller's clean-up
             raise
         return children
 
@@ -208,10 +193,10 @@ class ProcessRunHandle:
     # -- supervisor thread -------------------------------------------------------------------
     def _supervise(self) -> None:
         try:
-            if self._pending:
-                self._start_held()
             self._watch()
         finally:
+            if self._held is not None:
+                self._held.close()
             self._reap()
             self.unlink_rings()
             self._replies.abandon(None, "the run has ended")
@@ -228,6 +213,7 @@ class ProcessRunHandle:
         while live or any_unended(sentinels.values()) or (local is not None and local.final is None):
             local_running = local is not None and local.final is None
             waitables = list(live) + list(sentinels) + ([local.ready_fd] if local_running else [])
+            waitables += [self._held.fd] if self._held is not None and self._held.waiting else []
             # Children and the local part wake this thread when they have news; the timeout only bounds how
             # late the grace period after a stop request is checked (every wake-up takes the GIL from part 0).
             for ready in wait_ready(waitables, timeout=self._watch_timeout()):
@@ -236,6 +222,7 @@ class ProcessRunHandle:
                     self._drain(child, live)
                 elif ready in sentinels:
                     self._on_exit(sentinels.pop(ready), live)
+            self._start_held(live, sentinels)
             self._tick_period()
             if local_running and local.done:
                 failure = local.collect(timeout=grace)
@@ -258,7 +245,8 @@ class ProcessRunHandle:
         timeout = WATCH_S if self._stop_requested_at is None else 0.1
         if self._next_period is not None:
             timeout = min(timeout, max(0.0, self._next_period - perf_counter()))
-        return timeout
+        held = self._held.timeout(perf_counter()) if self._held is not None else None
+        return timeout if held is None else min(timeout, held)
 
     def _tick_period(self) -> None:
         """The period's one snapshot, when one is due and somebody listens."""
@@ -397,6 +385,8 @@ class ProcessRunHandle:
         if not 0 <= process < self.processes:
             return ControlResult(0, False, f"no process {process} in a run of {self.processes}")
         if process == 0:
+            if isinstance(decision, SetReplicas) and decision.count > 1 and self._held is not None:
+                self._held.ask()  # its replicas' workers start now; what it sends them waits in their rings
             return self._local.control(decision) if self._local is not None else ControlResult(0, False, "no part 0")
         if process > len(self._children):
             return ControlResult(0, False, f"process {process} is still starting")

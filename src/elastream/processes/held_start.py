@@ -1,0 +1,127 @@
+"""Worker processes held ready but not started yet: when they start, and how a run ends without them.
+
+A plain ``Runner()`` holds a replica of each unit in one worker process per
+further core (:mod:`elastream.elastic.held`). Starting a worker costs a
+warm fork helper about 50 ms (the program's first start about half a second)
+and a core while it boots, and a flow that ends within its first elastic
+period never needs one. So the held workers start when the run has lasted
+:data:`HELD_START_S` — before DS2's first decision, at the end of the first
+period — or at once when a decision adds a replica (:meth:`HeldWorkers.ask`).
+
+Until then nothing is sent to them: only a decision routes work to a held
+replica, and the rings are there from the start, so what a decision sends
+waits in them until the worker attaches. A flow that ends first has sent
+nothing: once every stream into the waiting workers has ended empty, their
+streams out are ended in their name (registered and closed as their one
+producer), so part 0's ring receivers end as they would after the workers'
+own end, and the workers are never started.
+
+Threading: the supervisor thread calls everything but :meth:`HeldWorkers.ask`,
+which the thread submitting decisions calls (it only sets a flag and writes
+one byte to wake the supervisor).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from typing import Any
+
+from elastream.processes.spec import ChildSpec
+
+#: How long a run goes before its held workers start (half the default elastic period: they are up
+#: by DS2's first decision, and a flow shorter than this never starts them).
+HELD_START_S = 0.25
+#: How often the supervisor looks, while workers wait unstarted, whether the flow ended without them.
+IDLE_CHECK_S = 0.01
+
+
+class HeldWorkers:
+    """The worker specs a run holds ready and has not started (all start together, or none)."""
+
+    def __init__(self, specs: Iterable[ChildSpec], started_at: float):
+        self.specs = list(specs)
+        self.due_at = started_at + HELD_START_S
+        self._asked = threading.Event()
+        self.fd, self._wake = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self._wake, False)
+        self._rings: dict[str, Any] = {}
+
+    @property
+    def waiting(self) -> bool:
+        """True while workers wait to be started."""
+        return bool(self.specs)
+
+    def ask(self) -> None:
+        """A decision needs the workers: start them at the supervisor's next look (any thread)."""
+        if self.specs and not self._asked.is_set():
+            self._asked.set()
+            try:
+                os.write(self._wake, b"!")
+            except OSError:
+                pass  # a full or closed pipe: the supervisor wakes on its timeout anyway
+
+    def due(self, now: float) -> bool:
+        """True when the waiting workers should start now."""
+        return bool(self.specs) and (self._asked.is_set() or now >= self.due_at)
+
+    def timeout(self, now: float) -> float | None:
+        """Longest sleep of the supervisor before its next look (None: nothing waits)."""
+        if not self.specs:
+            return None
+        return max(0.0, min(IDLE_CHECK_S, self.due_at - now))
+
+    def take(self) -> list[ChildSpec]:
+        """The specs to start now (the waiting ones, all of them)."""
+        specs, self.specs = self.specs, []
+        self._drain()
+        return specs
+
+    def end_if_idle(self) -> bool:
+        """End the waiting workers' output streams when every stream into them ended empty; True if so."""
+        if not self.specs or not all(self._ended_empty(ce.ring_name) for s in self.specs for ce in s.incoming):
+            return False
+        for spec in self.specs:
+            for ce in spec.outgoing:
+                ring = self._ring(ce.ring_name)
+                ring.close_producer(ring.register_producer())
+        self.specs = []
+        return True
+
+    def drop(self) -> None:
+        """Forget the waiting workers (the run stops: part 0's receivers end on its shutdown)."""
+        self.specs = []
+
+    def close(self) -> None:
+        """Release the wake pipe and the ring handles (the supervisor's last step)."""
+        self.specs = []
+        for ring in self._rings.values():
+            ring.close()
+        self._rings = {}
+        for fd in (self.fd, self._wake):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def _ended_empty(self, ring_name: str) -> bool:
+        stats = self._ring(ring_name).statistics()
+        return (stats.producers_registered > 0 and stats.producers_closed >= stats.producers_registered
+                and stats.records_written == 0)
+
+    def _ring(self, name: str) -> Any:
+        ring = self._rings.get(name)
+        if ring is None:
+            from elastream.ipc.ring import SharedRing
+
+            ring = self._rings[name] = SharedRing.attach(name)
+        return ring
+
+    def _drain(self) -> None:
+        try:
+            while os.read(self.fd, 64):
+                pass
+        except OSError:
+            pass

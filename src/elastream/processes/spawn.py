@@ -1,0 +1,54 @@
+"""Starting a multi-process run's workers and creating its rings (the parent's side of the start).
+
+:func:`spawn_workers` pickles each worker's spec (an operator that cannot be
+pickled is named before any worker starts: :func:`~elastream.processes.spec.pickle_specs`)
+and starts one process per spec, from the warm fork helper
+(:mod:`~elastream.processes.forkserver`) by default. :func:`create_rings` makes
+the run's ring segments; the parent's handles only unlink them, the parts map
+and prefault the pages they use.
+
+Threading: called by the thread that starts the run or by the supervisor thread
+(held workers), one call at a time per run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from elastream.processes import forkserver
+from elastream.processes.child import child_main
+from elastream.processes.child_record import ChildRecord
+from elastream.processes.spec import ChildSpec, pickle_specs
+from elastream.runtime.config import ProcessConfig
+
+
+def spawn_workers(specs: list[ChildSpec], config: ProcessConfig, owner: Any, into: list[ChildRecord]) -> None:
+    """Start one worker process per spec, appending each record to ``into`` as it starts (so that a caller
+    whose start fails half-way can end the ones already running). ``owner`` holds the fork helper."""
+    method = config.start_method
+    ctx = mp.get_context(method)
+    payloads = pickle_specs(specs)  # an operator that cannot go to its worker is named before any starts
+    if method == "forkserver":
+        forkserver.ensure_fork_server(ctx, payloads)
+        forkserver.use_fork_server(owner)
+    # A spawned worker inherits this process's environment; a forked one the fork server's.
+    environ = dict(os.environ) if method == "forkserver" else None
+    for spec, payload in zip(specs, payloads):
+        parent_end, child_end = ctx.Pipe(duplex=True)
+        proc = ctx.Process(target=child_main, args=(spec.index, payload, child_end, environ),
+                           name=f"elastream-proc-{spec.index}", daemon=True)
+        try:
+            proc.start()
+        finally:
+            child_end.close()
+        into.append(ChildRecord(spec, proc, parent_end))
+
+
+def create_rings(names: Iterable[str], ring_bytes: int) -> list[Any]:
+    """One ring segment per name, each expecting one producer; returns the handles (they only unlink)."""
+    from elastream.ipc.ring import SharedRing
+
+    return [SharedRing.create(ring_bytes, name=name, producers=1, prefault=False) for name in names]

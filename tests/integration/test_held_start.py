@@ -1,0 +1,81 @@
+"""Held workers start late or never (issue 20, processes.held_start).
+
+A plain ``Runner()`` holds a worker process per further core, but starts it only when the
+run outlives ``HELD_START_S`` or a decision adds a replica: a short flow ends without ever
+starting one (part 0's receivers end on the streams closed in the workers' name), a longer
+one has them up before DS2's first decision, and a decision starts them at once.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import elastream as es
+from elastream.elastic.controller import available_cores
+from elastream.processes.held_start import HELD_START_S
+from elastream.processes.supervisor import ProcessRunHandle
+from elastream.runtime.decisions import SetReplicas
+
+pytestmark = [pytest.mark.timeout(120),
+              pytest.mark.skipif(available_cores() < 2, reason="processes are held only on several cores")]
+
+
+def keyed_flow(source) -> es.Flow:
+    flow = es.Flow("held-start")
+    (flow.source(es.ops.FromIterable(source), name="src")
+         .key_by(lambda i: i % 7)
+         .process(lambda count, i: (count + 1, [(i % 7, count + 1)]), state=int, name="count",
+                  on_end=lambda key, count: [("end", key, count)])
+         .sink(es.ops.Collect(), name="out"))
+    return flow
+
+
+def gated(n: int, gate: threading.Event, after: int):
+    for i in range(n):
+        if i == after:
+            gate.wait(30.0)
+        yield i
+
+
+def expected(n: int) -> list:
+    return es.Runner(threads=1, elastic=False).run(keyed_flow(range(n))).outputs["out"]
+
+
+def test_a_short_flow_ends_without_starting_its_held_workers():
+    handle = es.Runner().start(keyed_flow(range(300)))
+    assert isinstance(handle.inner, ProcessRunHandle)
+    result = handle.wait(60)
+    assert result.outputs["out"] == expected(300)
+    assert handle.inner.worker_pids[1:] == []                # never started
+    assert not handle.inner._held.waiting
+
+
+def test_a_flow_outliving_the_start_delay_has_its_workers_up(wait_until):
+    gate = threading.Event()
+    handle = es.Runner().start(keyed_flow(gated(2_000, gate, after=100)))
+    try:
+        assert handle.inner.worker_pids[1:] == []
+        threading.Event().wait(HELD_START_S)
+        # Started on the supervisor thread; the program's first start boots the fork helper too.
+        wait_until(lambda: len(handle.inner.worker_pids) == handle.inner.processes, timeout=30,
+                   what="the held workers started")
+    finally:
+        gate.set()
+    assert handle.wait(60).outputs["out"] == expected(2_000)
+
+
+def test_a_decision_starts_the_held_workers_at_once_and_the_output_stays_sequential():
+    gate = threading.Event()
+    handle = es.Runner().start(keyed_flow(gated(3_000, gate, after=200)))
+    try:
+        applied = handle.submit([SetReplicas("count", 2, reason="test")])
+        assert applied[0].ok, applied[0].why
+    finally:
+        gate.set()
+    result = handle.wait(60)
+    assert len(handle.inner.worker_pids) == handle.inner.processes
+    assert result.outputs["out"] == expected(3_000)
+    assert result.stats.operators["count#split"].tuples_in > 0
+

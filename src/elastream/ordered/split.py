@@ -42,7 +42,7 @@ from elastream.ordered.rebalance import (HOLD, MIN_WINDOW, QUEUE_CAP, RESUME, TH
                                          SplitBalancing, SplitMergeLink)
 from elastream.ordered.routing import cut_by_key
 
-#: Most tuples the split puts in one batch (one serial number) while the cost per tuple is unknown.
+#: Most tuples the split puts in one batch (one serial number) when it has no link to measure the cost by.
 DEFAULT_CHUNK = 256
 #: With a link, batches hold about PIECE_S seconds of work per replica, within these bounds: big enough
 #: that per-piece costs vanish, small enough to balance and to keep latency. Each piece costs about nine
@@ -192,9 +192,13 @@ class OrderedSplit(SplitBalancing, Operator):
         link's windows are)."""
         if self.chunk is not None:
             return self.chunk
-        cost = self.link.cost_per_tuple() if self.link is not None else None
-        if not cost:
+        if self.link is None:
             return DEFAULT_CHUNK
+        cost = self.link.cost_per_tuple()
+        if not cost:
+            # Until a piece comes back the cost is unknown: small pieces then, since a slow operator's
+            # 256-tuple pieces would take seconds each and leave one replica working alone at the end.
+            return MIN_CHUNK
         return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.link.scale * self.n_outputs / cost)))  # type: ignore[union-attr]
 
     def _calm(self) -> bool:

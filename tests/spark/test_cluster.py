@@ -6,7 +6,10 @@ was shipped with the job. Each driver is a separate process (the CLI or a
 small script), as a user runs it; this process keeps its own local session.
 
 Only :func:`test_flow_on_the_cluster_equals_the_local_run` runs by default;
-the rest are marked ``cluster`` and run with ``pytest -m cluster``.
+the rest are marked ``cluster`` and run with ``pytest -m cluster``: among
+them, two TPCx-BB queries on the streaming engine (q15, and q01: baskets keyed
+by ticket, then counts keyed by item pair, then a stateful top) and q15 on
+the batch engine, each against the local engine.
 """
 
 from __future__ import annotations
@@ -31,8 +34,11 @@ from cluster_fixture import LocalCluster, die_with_parent, executor_python, grou
 pytestmark = pytest.mark.spark
 DRIVER_TIMEOUT_S = 240
 SCALE, SEED = "0.01", "11"
-#: q15 at scale 0.01 needs these for a non-empty answer (tpcxbb_cases.py).
-Q15_FLAGS = ["--start-date", "2001-01-01", "--end-date", "2006-01-02", "--store-sk", "3"]
+#: The flags that give a non-empty answer at scale 0.01 (tpcxbb_cases.py).
+QUERY_FLAGS = {
+    "q15": ["--start-date", "2001-01-01", "--end-date", "2006-01-02", "--store-sk", "3"],
+    "q01": ["--viewed-together-count", "1", "--stores", *map(str, range(11))],
+}
 
 
 def slow_cluster_test(test):
@@ -136,30 +142,39 @@ def cluster_data(cluster, executors_python, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_q15(cluster_data, executors_python, tmp_path_factory):
-    """q15's answer from the local engine (no Spark), the reference for both Spark engines."""
-    return _answer("local", cluster_data, tmp_path_factory.mktemp("local") / "q15.parquet", None, executors_python)
+def local_answers(cluster_data, executors_python, tmp_path_factory):
+    """Each query's answer from the local engine (no Spark), the reference for the Spark engines (made once)."""
+    answers: dict[str, pa.Table] = {}
+
+    def answer(query: str) -> pa.Table:
+        if query not in answers:
+            out = tmp_path_factory.mktemp("local") / f"{query}.parquet"
+            answers[query] = _answer("local", query, cluster_data, out, None, executors_python)
+        return answers[query]
+    return answer
 
 
-def _answer(engine: str, data: Path, out: Path, master: str | None, executors: Path) -> pa.Table:
-    args = ["query", "q15", "--data", str(data), "--engine", engine, "--out", str(out), *Q15_FLAGS]
+def _answer(engine: str, query: str, data: Path, out: Path, master: str | None, executors: Path) -> pa.Table:
+    args = ["query", query, "--data", str(data), "--engine", engine, "--out", str(out), *QUERY_FLAGS[query]]
     done = run_driver(elastream_cli(*args, *(["--master", master] if master else [])), out.parent, executors)
     assert done.returncode == 0, done.stderr[-3000:]
     return pq.read_table(out)
 
 
 @slow_cluster_test
-@pytest.mark.parametrize("engine", ["spark-streaming", "spark-batch"])
-def test_q15_on_the_cluster_equals_the_local_engine(engine, cluster, cluster_data, local_q15, executors_python,
-                                                   tmp_path):
+@pytest.mark.parametrize(("engine", "query"), [("spark-streaming", "q15"), ("spark-streaming", "q01"),
+                                               ("spark-batch", "q15")])
+def test_queries_on_the_cluster_equal_the_local_engine(engine, query, cluster, cluster_data, local_answers,
+                                                      executors_python, tmp_path):
     from elastream.tpcxbb.answers import answer_difference
 
-    expected = local_q15
-    actual = _answer(engine, cluster_data, tmp_path / f"{engine}.parquet", cluster.master_url, executors_python)
+    expected = local_answers(query)
+    actual = _answer(engine, query, cluster_data, tmp_path / f"{engine}.parquet", cluster.master_url,
+                     executors_python)
 
     assert expected.num_rows > 0
     assert actual.schema == expected.schema
-    assert answer_difference("q15", expected, actual) is None
+    assert answer_difference(query, expected, actual) is None
 
 
 CHECK_SCRIPT = textwrap.dedent('''

@@ -6,7 +6,7 @@
   sequential local run (``es.Runner(threads=1)``); a union's outputs as a
   multiset (its interleaving is not defined locally either).
 * Operators Spark cannot run are refused before Spark starts, naming them.
-* A failing function (a step's, or an on_end hook's in the flushing batch)
+* A failing function (a step's, or an on_end hook's in the last batch, which carries the end)
   stops the query with an OperatorError naming its operator.
 * Order keys and key bytes (pure functions) sort and group as documented.
 * The translator matches on operator specs: its modules import no operator
@@ -233,7 +233,7 @@ def test_a_failing_function_names_its_operator(spark, tmp_path):
 
 
 def test_a_failing_on_end_hook_names_its_operator(spark, tmp_path):
-    # on_end runs in the flushing batch after the end row, which the driver waits for last.
+    # on_end runs in the last micro-batch, which carries the end row: the driver waits for that row last.
     flow = es.Flow("fails-at-end")
     flow.source(es.ops.FromParquet(write_files(tmp_path, 1)), name="src").map(project) \
         .process(count_all, state=int, kind="stateful", on_end=fails_at_end, name="counter") \

@@ -2,11 +2,11 @@
 
 A plain ``Runner()`` holds a replica of each unit in one worker process per
 further core (:mod:`elastream.elastic.held`). Starting a worker costs a
-warm fork helper about 50 ms (the program's first start about half a second)
-and a core while it boots, and a flow that ends within its first elastic
-period never needs one. So the held workers start when the run has lasted
-:data:`HELD_START_S` — before DS2's first decision, at the end of the first
-period — or at once when a decision adds a replica (:meth:`HeldWorkers.ask`).
+warm fork helper about 50 ms (the program's first start about half a second),
+the parent's GIL while it pickles their parts and a core while they boot,
+which a flow running in one thread feels; and a flow whose units DS2 never
+spreads never needs one. So the held workers start when a decision adds a
+replica (:meth:`HeldWorkers.ask`), and not before.
 
 Until then nothing is sent to them: only a decision routes work to a held
 replica, and the rings are there from the start, so what a decision sends
@@ -30,11 +30,10 @@ from typing import Any
 
 from elastream.processes.spec import ChildSpec
 
-#: How long a run goes before its held workers start (half the default elastic period: they are up
-#: by DS2's first decision, and a flow shorter than this never starts them).
-HELD_START_S = 0.25
-#: How often the supervisor looks, while workers wait unstarted, whether the flow ended without them.
-IDLE_CHECK_S = 0.01
+#: How often the supervisor looks, while workers wait unstarted, whether the flow ended without them:
+#: often in a run's first moments (a short flow's end waits for this look), then seldom (each look
+#: takes the GIL from part 0).
+IDLE_CHECK_S, IDLE_CHECK_LATER_S, LATER_AFTER_S = 0.01, 0.05, 0.5
 
 
 class HeldWorkers:
@@ -42,7 +41,7 @@ class HeldWorkers:
 
     def __init__(self, specs: Iterable[ChildSpec], started_at: float):
         self.specs = list(specs)
-        self.due_at = started_at + HELD_START_S
+        self.started_at = started_at
         self._asked = threading.Event()
         self.fd, self._wake = os.pipe()
         os.set_blocking(self.fd, False)
@@ -63,15 +62,15 @@ class HeldWorkers:
             except OSError:
                 pass  # a full or closed pipe: the supervisor wakes on its timeout anyway
 
-    def due(self, now: float) -> bool:
-        """True when the waiting workers should start now."""
-        return bool(self.specs) and (self._asked.is_set() or now >= self.due_at)
+    def due(self) -> bool:
+        """True when the waiting workers should start now (a decision asked for them)."""
+        return bool(self.specs) and self._asked.is_set()
 
     def timeout(self, now: float) -> float | None:
         """Longest sleep of the supervisor before its next look (None: nothing waits)."""
         if not self.specs:
             return None
-        return max(0.0, min(IDLE_CHECK_S, self.due_at - now))
+        return IDLE_CHECK_S if now - self.started_at < LATER_AFTER_S else IDLE_CHECK_LATER_S
 
     def take(self) -> list[ChildSpec]:
         """The specs to start now (the waiting ones, all of them)."""

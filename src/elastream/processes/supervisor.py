@@ -10,8 +10,8 @@ server (:mod:`~elastream.processes.forkserver`) that has already imported and
 warmed up what a worker needs; while they boot, this process creates the rings
 (pages allocated, not mapped: its handles only unlink), sends each worker
 ``RingsReady``, and starts part 0 (an elastic ``Runner()``'s held-ready
-workers: part 0 first, the workers from the supervisor thread once the run
-outlives its first moments or a decision needs them: :mod:`~elastream.processes.held_start`). Teardown: the
+workers: part 0 first, the workers from the supervisor thread once a decision
+needs them: :mod:`~elastream.processes.held_start`). Teardown: the
 rings are unlinked as soon as every part has reported its end, while the workers
 exit; every worker is joined on every exit path (normal end, an operator's failure, a killed worker,
 Ctrl-C in the caller's wait, a failed start, an interpreter exit while the run
@@ -159,7 +159,7 @@ class ProcessRunHandle:
             return
         if self._shutdown_sent:
             held.drop()  # part 0's receivers end with its shutdown
-        elif not held.due(perf_counter()):
+        elif not held.due():
             held.end_if_idle()
             return
         try:

@@ -42,9 +42,9 @@ def flowing(handle, wait_until) -> None:
 def test_sigkill_of_the_held_worker_while_key_groups_move_to_it(wait_until):
     handle = es.Runner().start(keyed())
     flowing(handle, wait_until)
+    assert handle.submit([SetReplicas("x", 2, reason="test")])[0].ok  # the held worker starts now
     wait_until(lambda: handle.inner.worker_pids[1:] and handle.inner.worker_pids[1], timeout=30,
                what="the held worker started")
-    assert handle.submit([SetReplicas("x", 2, reason="test")])[0].ok
     os.kill(handle.inner.worker_pids[1], signal.SIGKILL)
     with pytest.raises(WorkerProcessError) as info:
         handle.wait(timeout=30)

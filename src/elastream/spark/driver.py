@@ -151,13 +151,7 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
     manifest = {**_manifest(flow, plan, steps), "identity": dict(identity or {})}
     folder = RunFolder.open(checkpoint_dir, manifest)  # refuses a used folder before Spark
     try:
-        if spark is None:
-            from elastream.spark.session import get_session
-
-            spark = get_session()
-        from elastream.spark.executors import check_executors
-
-        check_executors(spark)  # a cluster's executors: the package shipped, their Python and packages checked
+        spark = _checked_session(spark)
         cores = _default_parallelism(spark)
         steps.use_slices(cores)
         if shuffle_partitions is None:
@@ -165,6 +159,18 @@ def run_flow_on_spark(flow: Flow, *, spark: SparkSession | None = None, checkpoi
         return _run(spark, plan, steps, folder, shuffle_partitions, _Limits(timeout_s, stop, max_batches))
     finally:
         folder.remove_if_temporary()
+
+
+def _checked_session(spark: SparkSession | None) -> SparkSession:
+    """``spark`` (default the shared session), its executors checked: the package shipped, their Python and packages."""
+    if spark is None:
+        from elastream.spark.session import get_session
+
+        spark = get_session()
+    from elastream.spark.executors import check_executors
+
+    check_executors(spark)
+    return spark
 
 
 def _default_parallelism(spark: SparkSession) -> int:

@@ -23,8 +23,11 @@ pytestmark = pytest.mark.spark
 @pytest.mark.timeout(300)  # a loaded two-core machine runs Spark's micro-batches slowly
 def test_quick_json_checks_answers_against_the_local_engine(spark, tpcxbb_data, tmp_path, capsys):
     master = str(spark.sparkContext.master)  # the shared session: the bench reuses it
+    # The stream cut to 12,000 rows in batches of 4,000 (three data batches: a steady state) and a native
+    # reference of few keys (one Python call per key per batch): little time.
     code = main(["bench", "spark", "--quick", "--json", "--data", str(tpcxbb_data), "--queries", "q04",
-                 "--local-master", master, "--plot", str(tmp_path / "spark.png")])
+                 "--stream-rows", "12000", "--rows-per-batch", "4000", "--native-keys", "50", "--local-master", master,
+                 "--plot", str(tmp_path / "spark.png")])
 
     assert code == 0
     result = json.loads(capsys.readouterr().out)
@@ -34,11 +37,13 @@ def test_quick_json_checks_answers_against_the_local_engine(spark, tpcxbb_data, 
     row = local["queries"]["q04"]
     assert row["match"] is True and row["difference"] is None  # equal to the local engine's answer
     assert row["answer_rows"] == result["local_engine"]["q04"]["answer_rows"] > 0
-    assert row["input_rows"] == result["local_engine"]["q04"]["input_rows"]
-    assert row["steady_batches"] >= 2 and row["steady_tuples_per_second"] > 0  # 20,000-row batches with --quick
+    assert row["input_rows"] == result["local_engine"]["q04"]["input_rows"] == 12_000
+    assert result["stream_rows_cap"] == 12_000 and result["rows_per_batch"] == 4_000
+    assert row["steady_batches"] >= 2 and row["steady_tuples_per_second"] > 0
     assert row["native_ratio"] == pytest.approx(row["steady_tuples_per_second"]
                                                 / local["native"]["steady_tuples_per_second"])
     assert local["native"]["match"] is True and local["native"]["input_rows"] == row["input_rows"]
+    assert local["native"]["keys"] == 50
     assert result["all_match"] is True
     assert result["goal"]["scale_is_the_goals"] is False and result["goal"]["met"] is False
     assert (tmp_path / "spark.png").stat().st_size > 0 and result["plot"] == str(tmp_path / "spark.png")

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +83,27 @@ def test_targets_must_be_local_or_cluster(text):
     with pytest.raises(SystemExit):
         parser.parse_args(["--targets", text])
     assert parser.parse_args(["--targets", "cluster,local"]).targets == ["cluster", "local"]
+
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(900)
+@pytest.mark.skipif("'cluster' not in (config.option.markexpr or '')",
+                    reason="a slow cluster test: run with `pytest -m cluster`")
+def test_quick_on_the_two_worker_cluster_matches_and_leaves_no_jvm(tpcxbb_data):
+    # A driver process of its own, as a user runs it: this process keeps its local session.
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "MASTER", "PYSPARK_SUBMIT_ARGS")}
+    done = subprocess.run([str(Path(sys.executable).parent / "elastream"), "bench", "spark", "--quick", "--json",
+                           "--data", str(tpcxbb_data), "--queries", "q04", "--stream-rows", "12000",
+                           "--rows-per-batch", "4000", "--native-keys", "50", "--targets", "cluster", "--plot", "-"],
+                          env=env, capture_output=True, text=True, timeout=800)
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    cluster = result["targets"]["cluster"]
+    assert (cluster["workers"], cluster["cores_per_worker"], cluster["cores"]) == (2, 1, 2)
+    assert cluster["master"].startswith("spark://127.0.0.1:")
+    assert cluster["queries"]["q04"]["match"] is True and cluster["native"]["match"] is True
+    assert result["plot"] is None and result["goal"]["met"] is None  # no local target: the goal is not checked
+    listing = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "elastream-bench-cluster-" not in listing  # the cluster's JVMs (their conf folder) are gone

@@ -45,7 +45,8 @@ def goal_check(result: dict[str, Any], tuples_per_second: float, native_ratio: f
     ratios = [r["native_ratio"] for r in rows.values() if r.get("native_ratio") is not None]
     return {**goal, "master": local["master"], "min_steady_tuples_per_second": min(steady, default=None),
             "min_native_ratio": min(ratios, default=None), "below_throughput": slow, "below_ratio": far,
-            "met": goal["scale_is_the_goals"] and not slow and not far}
+            "streams_cut_to": result.get("stream_rows_cap"),
+            "met": goal["scale_is_the_goals"] and not result.get("stream_rows_cap") and not slow and not far}
 
 
 def print_tables(result: dict[str, Any], console: Console) -> None:
@@ -107,6 +108,8 @@ def _goal_line(goal: dict[str, Any]) -> str:
                f"native {fmt(goal['min_native_ratio'], 2)}")
     if not goal["scale_is_the_goals"]:
         details += "; not the goal's scale"
+    if goal.get("streams_cut_to"):
+        details += f"; streams cut to {goal['streams_cut_to']:,} rows (the goal asks for the whole streams)"
     return f"goal ({goal['text']}): {verdict} — {details}"
 
 

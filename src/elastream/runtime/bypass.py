@@ -45,12 +45,12 @@ from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import FunctionOperator, Operator
+from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.compile import make_task, relink
 from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.runtime.states import OperatorState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from elastream.runtime.buffer import PortBuffer
     from elastream.runtime.compile import CompiledFlow
     from elastream.runtime.scheduler import Scheduler
     from elastream.runtime.task import Task
@@ -137,7 +137,7 @@ class Bypasses:
         with sched.lock:
             for b in self._by_unit.values():
                 for task in (b.split, b.replica, b.merge):
-                    _park(sched, task)
+                    sched.park_locked(task)
                 sched.on_completed[b.task] = lambda b=b: self._ended(b)
 
     def bypassed(self, unit: str) -> bool:
@@ -180,7 +180,8 @@ class Bypasses:
         end_handled = getattr(b.replica.op, "end_handled", None)
         if end_handled is not None and not self.sched.shutdown_requested:
             end_handled()
-        _close(self.sched, b.split.inputs[0])  # the split ends, then its replicas (held ones too), then the merge
+        # Its one stand-in publisher ends: the split ends, then its replicas (held ones too), then the merge.
+        self.sched.publisher_ended_locked(b.split.inputs[0])
 
 
 def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], batch_size: int) -> _Bypass | None:
@@ -207,30 +208,9 @@ def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], 
 def _waiting_buffer(split: Task, lent: PortBuffer) -> PortBuffer:
     """An empty input for the split while the bypass borrows its own: open (one publisher nobody is)
     until the bypass ends or is spliced."""
-    from elastream.runtime.buffer import PortBuffer
-
     buf = PortBuffer(split, 0, lent.capacity, f"{split.name}.in_(0) (bypassed)")
     buf.open_publishers = 1
     return buf
-
-
-def _park(sched: Scheduler, task: Task) -> None:
-    """Make ``task`` wait read-blocked on its (empty) inputs instead of being dispatched at the start."""
-    sched.ready.pop(task, None)
-    task.state = OperatorState.READ_BLOCKED
-    task.blocked_since = sched.now()
-    task.read_wait = {buf: 1 for buf in task.inputs}
-    from elastream.runtime.traps import WaitMode
-
-    task.read_mode = WaitMode.DISJ
-
-
-def _close(sched: Scheduler, buf: PortBuffer) -> None:
-    """Close ``buf`` as its last publisher ending would (lock held)."""
-    buf.open_publishers = 0
-    buf.closed = True
-    if buf.owner.state is OperatorState.READ_BLOCKED:
-        sched.make_ready_locked(buf.owner)
 
 
 def _splice_locked(sched: Scheduler, b: _Bypass) -> None:

@@ -336,11 +336,7 @@ class Scheduler:
         self.live -= 1
         for subs in task.outputs:
             for buf in subs:
-                buf.open_publishers -= 1
-                if buf.open_publishers == 0:
-                    buf.closed = True
-                    if buf.owner.state is READ_BLOCKED:
-                        self._make_ready(buf.owner)
+                self.publisher_ended_locked(buf)
         # Nothing will read this task's inputs again: unblock their writers
         # (C-Stream does this on shutdown; we also do it when an operator ends early).
         for buf in task.inputs:
@@ -447,6 +443,21 @@ class Scheduler:
     def make_ready_locked(self, task: Task) -> None:
         """Make ``task`` READY (and eligible unless held); the caller holds the lock."""
         self._make_ready(task)
+
+    def publisher_ended_locked(self, buf: PortBuffer) -> None:
+        """One publisher of ``buf`` will write no more: the last one closes it (Algorithm 6); lock held."""
+        buf.open_publishers -= 1
+        if buf.open_publishers == 0:
+            buf.closed = True
+            if buf.owner.state is READ_BLOCKED:
+                self._make_ready(buf.owner)
+
+    def park_locked(self, task: Task) -> None:
+        """Leave ``task`` read-blocked on any of its inputs instead of dispatching it (runtime.bypass); lock held."""
+        self.ready.pop(task, None)
+        self._set_blocked(task, READ_BLOCKED)
+        task.read_wait = {buf: 1 for buf in task.inputs}
+        task.read_mode = WaitMode.DISJ
 
     def complete_locked(self, task: Task) -> None:
         """Mark ``task`` completed without running it (a bypass replaced by its unit); the caller holds the lock."""

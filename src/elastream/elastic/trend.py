@@ -18,7 +18,9 @@ the cores (except for operators that release the GIL while they wait, up to
 below ``min_threads`` (IBM's minimum level; operators here suspend instead of
 blocking a thread, so one thread cannot deadlock a flow and the default is 1).
 GIL-aware (:mod:`elastream.elastic.gil`): several threads busy on one core
-send the level down at once, and processes are proposed instead.
+send the level down at once, and processes are proposed instead. Nor does it
+explore above the threads the work could keep busy at once
+(:mod:`elastream.elastic.room`: one serial unit doing most of the work).
 
 The thread level is the same in every process: the throughput followed is the whole flow's.
 
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 
 from elastream.elastic.controller import Machine, machine_or_here, threads_everywhere
 from elastream.elastic.gil import GilGuard, read_gil
+from elastream.elastic.room import threads_worth
 from elastream.elastic.view import period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels
@@ -129,6 +132,9 @@ class TrendController:
         ceiling = self.gil.ceiling(reading, machine)
         if reading.busy_threads < UNDERUSED * level:
             ceiling = min(ceiling, level)  # its threads idle most of the time: one more would only wait too
+        worth = threads_worth(period, levels)
+        if worth is not None:
+            ceiling = min(ceiling, max(level, worth))  # one serial unit does most of the work (elastic.room)
         untrusted = self._note_context(levels)
         stepped = self.gil.step_down(reading, levels, machine)
         if stepped or level > ceiling:

@@ -257,17 +257,21 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
         return f"esring_{secrets.token_hex(8)}"
 
     @classmethod
-    def attach(cls, name: str) -> SharedRing:
+    def attach(cls, name: str, *, prefault: bool = True) -> SharedRing:
         """Map the existing ring ``name`` (from any process); this handle does not own it.
+
+        ``prefault=False`` leaves the data pages unmapped in this handle, for one that only reads
+        the statistics or registers and closes a producer (no page-table work, no background thread).
 
         Example: ``ring = SharedRing.attach(owner.name)``
         """
         segment = attach_segment(name)
-        job = _prefault(segment._mmap, _data_offset(segment.buf))  # noqa: SLF001
+        job = _prefault(segment._mmap, _data_offset(segment.buf)) if prefault else None  # noqa: SLF001
         try:
             return cls(name, segment.buf, segment=segment, prefault_job=job)
         except BaseException:
-            job.cancel()
+            if job is not None:
+                job.cancel()
             segment.close()
             raise
 

@@ -14,7 +14,9 @@ waits in them until the worker attaches. A flow that ends first has sent
 nothing: once every stream into the waiting workers has ended empty, their
 streams out are ended in their name (registered and closed as their one
 producer), so part 0's ring receivers end as they would after the workers'
-own end, and the workers are never started.
+own end, and the workers are never started. Part 0's senders into those
+streams wake the supervisor as they complete (:meth:`HeldWorkers.poke`), so
+the flow's end is not left to the supervisor's next look.
 
 Threading: the supervisor thread calls everything but :meth:`HeldWorkers.ask`,
 which the thread submitting decisions calls (it only sets a flag and writes
@@ -30,18 +32,16 @@ from typing import Any
 
 from elastream.processes.spec import ChildSpec
 
-#: How often the supervisor looks, while workers wait unstarted, whether the flow ended without them:
-#: often in a run's first moments (a short flow's end waits for this look), then seldom (each look
-#: takes the GIL from part 0).
-IDLE_CHECK_S, IDLE_CHECK_LATER_S, LATER_AFTER_S = 0.01, 0.05, 0.5
+#: How often the supervisor looks, while workers wait unstarted, whether the flow ended without them,
+#: besides when part 0's senders into them complete: seldom (each look takes the GIL from part 0).
+IDLE_CHECK_S = 0.05
 
 
 class HeldWorkers:
     """The worker specs a run holds ready and has not started (all start together, or none)."""
 
-    def __init__(self, specs: Iterable[ChildSpec], started_at: float):
+    def __init__(self, specs: Iterable[ChildSpec]):
         self.specs = list(specs)
-        self.started_at = started_at
         self._asked = threading.Event()
         self.fd, self._wake = os.pipe()
         os.set_blocking(self.fd, False)
@@ -57,20 +57,31 @@ class HeldWorkers:
         """A decision needs the workers: start them at the supervisor's next look (any thread)."""
         if self.specs and not self._asked.is_set():
             self._asked.set()
-            try:
-                os.write(self._wake, b"!")
-            except OSError:
-                pass  # a full or closed pipe: the supervisor wakes on its timeout anyway
+            self.poke()
+
+    def poke(self) -> None:
+        """Wake the supervisor for a look now (any thread, under any lock: it writes one byte)."""
+        try:
+            os.write(self._wake, b"!")
+        except OSError:
+            pass  # a full or closed pipe: the supervisor wakes on its timeout anyway
+
+    def feeding(self, part: ChildSpec) -> list[str]:
+        """The senders of ``part`` that write into the waiting workers' streams."""
+        into = {ce.ring_name for s in self.specs for ce in s.incoming}
+        return [ce.sender_name for ce in part.outgoing if ce.ring_name in into]
+
+    def clear_wakes(self) -> None:
+        """Forget the wake-ups read so far (the supervisor's look is under way)."""
+        self._drain()
 
     def due(self) -> bool:
         """True when the waiting workers should start now (a decision asked for them)."""
         return bool(self.specs) and self._asked.is_set()
 
-    def timeout(self, now: float) -> float | None:
+    def timeout(self) -> float | None:
         """Longest sleep of the supervisor before its next look (None: nothing waits)."""
-        if not self.specs:
-            return None
-        return IDLE_CHECK_S if now - self.started_at < LATER_AFTER_S else IDLE_CHECK_LATER_S
+        return IDLE_CHECK_S if self.specs else None
 
     def take(self) -> list[ChildSpec]:
         """The specs to start now (the waiting ones, all of them)."""
@@ -115,7 +126,7 @@ class HeldWorkers:
         if ring is None:
             from elastream.ipc.ring import SharedRing
 
-            ring = self._rings[name] = SharedRing.attach(name)
+            ring = self._rings[name] = SharedRing.attach(name, prefault=False)  # statistics and an end only
         return ring
 
     def _drain(self) -> None:

@@ -24,6 +24,7 @@ another part fails; :meth:`control` is called from the user's thread.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from elastream.metrics.stats import FlowStats
@@ -81,6 +82,12 @@ class LocalPart(SpecPart):
     def close(self) -> None:
         """Release the ready pipe (after :meth:`collect`)."""
         self._ended.close()
+
+    def when_completed(self, names: Iterable[str], callback: Callable[[], None]) -> None:
+        """Call ``callback()`` as each operator of ``names`` completes (signals only: see ThreadRunHandle)."""
+        if self.handle is not None:
+            for name in names:
+                self.handle.when_completed(name, callback)
 
     def request_shutdown(self) -> None:
         """Ask the part to stop (another part failed, or an explicit shutdown)."""

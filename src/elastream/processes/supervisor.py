@@ -134,7 +134,8 @@ class ProcessRunHandle:
                 # starts at once, and the supervisor thread starts them later (processes.held_start).
                 self._create_rings(ring_names)
                 self._local = LocalPart(specs[0])
-                self._held = HeldWorkers(specs[1:], self._started)
+                self._held = HeldWorkers(specs[1:])
+                self._local.when_completed(self._held.feeding(specs[0]), self._held.poke)
                 return
             # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each
             # waits for RingsReady before it attaches any.
@@ -157,6 +158,7 @@ class ProcessRunHandle:
         held = self._held
         if held is None or not held.waiting:
             return
+        held.clear_wakes()
         if self._shutdown_sent:
             held.drop()  # part 0's receivers end with its shutdown
         elif not held.due():
@@ -245,7 +247,7 @@ class ProcessRunHandle:
         timeout = WATCH_S if self._stop_requested_at is None else 0.1
         if self._next_period is not None:
             timeout = min(timeout, max(0.0, self._next_period - perf_counter()))
-        held = self._held.timeout(perf_counter()) if self._held is not None else None
+        held = self._held.timeout() if self._held is not None else None
         return timeout if held is None else min(timeout, held)
 
     def _tick_period(self) -> None:

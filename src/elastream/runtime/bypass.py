@@ -107,6 +107,7 @@ class _Bypass:
     replica: Task
     merge: Task
     consumer_buf: PortBuffer   # the consumer's input, fed by the bypass now and by the merge after a splice
+    split_capacity: int        # the split's input capacity, given back with its buffer
     spliced: bool = False
 
 
@@ -118,13 +119,14 @@ class Bypasses:
         self.sched: Scheduler | None = None
 
     @classmethod
-    def install(cls, compiled: CompiledFlow, specs: Sequence[BypassSpec], batch_size: int) -> Bypasses:
+    def install(cls, compiled: CompiledFlow, specs: Sequence[BypassSpec], batch_size: int,
+                max_queue_size: int) -> Bypasses:
         """Add a bypass task for each unit of ``specs`` whose split, replica and merge this part runs."""
         by_name = {t.name: t for t in compiled.tasks}
         bypasses = {}
         for spec in specs:
             if all(name in by_name for name in (spec.split, spec.replica, spec.merge)):
-                bypass = _bypass(compiled, spec, by_name, batch_size)
+                bypass = _bypass(compiled, spec, by_name, batch_size, max_queue_size)
                 if bypass is not None:
                     bypasses[spec.unit] = bypass
         if bypasses:
@@ -184,8 +186,14 @@ class Bypasses:
         self.sched.publisher_ended_locked(b.split.inputs[0])
 
 
-def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], batch_size: int) -> _Bypass | None:
-    """Create the bypass task of ``spec``: it reads the split's input buffer and writes the merge's consumer's."""
+def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], batch_size: int,
+            max_queue_size: int) -> _Bypass | None:
+    """Create the bypass task of ``spec``: it reads the split's input buffer and writes the merge's consumer's.
+
+    The buffer holds what the bypass's own input would while lent: a split's input holds two of its
+    largest pieces (8,192 tuples), which lets the source run that far ahead of a one-thread flow, with
+    that many live tuples falling out of the CPU's caches.
+    """
     split, replica, merge = by_name[spec.split], by_name[spec.replica], by_name[spec.merge]
     inner_of = getattr(replica.op, "bypass_operator", None)
     if inner_of is None or len(split.inputs) != 1 or len(merge.outputs) != 1 or len(merge.outputs[0]) != 1:
@@ -194,6 +202,8 @@ def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], 
     task = make_task(spec.unit, op, split.index, batch_size=batch_size, threads=1, reorder="nonblocking",
                      partitioning="hybrid", spec=op.spec())
     split_in, consumer_buf = split.inputs[0], merge.outputs[0][0]
+    split_capacity = split_in.capacity
+    split_in.capacity = min(split_capacity, max(max_queue_size, task.spec.input_capacity))
     task.inputs = [split_in]
     split_in.owner = task
     split.inputs = [_waiting_buffer(split, split_in)]
@@ -202,7 +212,7 @@ def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], 
     consumer_buf.publishers = [task if p is merge else p for p in consumer_buf.publishers]
     compiled.tasks.append(task)
     compiled.contexts[task.name] = Context(task, [InputPort(split_in, task, 0)], [OutputPort(task, 0)])
-    return _Bypass(spec, task, split, compiled.contexts[spec.split], replica, merge, consumer_buf)
+    return _Bypass(spec, task, split, compiled.contexts[spec.split], replica, merge, consumer_buf, split_capacity)
 
 
 def _waiting_buffer(split: Task, lent: PortBuffer) -> PortBuffer:
@@ -217,7 +227,7 @@ def _splice_locked(sched: Scheduler, b: _Bypass) -> None:
     """Rewire a quiescent bypass back to its split, replica and merge (lock held)."""
     b.spliced = True  # before the bypass completes: its completion hook must not end the split
     lent, waiting = b.task.inputs[0], b.split.inputs[0]
-    lent.owner = b.split
+    lent.owner, lent.capacity = b.split, b.split_capacity
     b.split.inputs = [lent]
     b.split_context.inputs[0] = InputPort(lent, b.split, 0)  # the split has not run: its coroutine reads this
     b.task.inputs = [waiting]

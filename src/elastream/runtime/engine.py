@@ -17,8 +17,8 @@ wants ticks).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import replace
-from collections.abc import Sequence
 from time import perf_counter
 
 from elastream.errors import ElastreamError, OperatorError
@@ -36,7 +36,7 @@ from elastream.runtime.handle import RunResult, wait_slice
 from elastream.runtime.monitor import Monitor
 from elastream.runtime.periodic import PeriodListener, PeriodSampler
 from elastream.runtime.refuse import Regrouper, RunLayout
-from elastream.runtime.scheduler import Scheduler
+from elastream.runtime.scheduler import DONE, Scheduler
 from elastream.runtime.snapshot import take_snapshot
 from elastream.runtime.workers import WorkerPool
 
@@ -52,7 +52,7 @@ class ThreadRunHandle:
                                 threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning,
                                 fuse=scheduling.fuse)
         self._instances = compiled.instances  # every operator's run instance, fused chains' members too
-        self.bypasses = Bypasses.install(compiled, config.bypass, config.batch_size)
+        self.bypasses = Bypasses.install(compiled, config.bypass, config.batch_size, config.max_queue_size)
         """Held units running unreplicated until their first replica joins (:meth:`splice`)."""
         self.policy = create_policy(config.policy, seed=config.seed)
         self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=scheduling.shutdown_grace_s)
@@ -123,6 +123,21 @@ class ThreadRunHandle:
             ok, why = self._regrouper.apply(decision)
             return Applied(decision, at, ok, why)
         return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the threads backend")
+
+    def when_completed(self, name: str, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once the task running operator ``name`` has completed (at once if it has).
+
+        The callback runs on the worker that completed the task, under the scheduler's lock: it must
+        only signal (write a byte, set an event). Nothing happens for a name no task runs.
+        """
+        with self.sched.lock:
+            task = next((t for t in self.sched.tasks if t.name == name), None)
+            if task is None:
+                return
+            if task.state is not DONE:
+                self.sched.on_completed[task] = _both(self.sched.on_completed.get(task), callback)
+                return
+        callback()
 
     def splice(self, unit: str) -> tuple[bool, str]:
         """Let held unit ``unit`` run through its split, replicas and merge from now on (if it is bypassed)."""
@@ -220,3 +235,14 @@ def start_threads(flow: Flow, config: RunConfig) -> ThreadRunHandle:
     handle = ThreadRunHandle(flow, config)
     handle._start()
     return handle
+
+
+def _both(first: Callable[[], None] | None, then: Callable[[], None]) -> Callable[[], None]:
+    """``then`` after ``first`` (when there is one): several hooks on one task's completion."""
+    if first is None:
+        return then
+
+    def both() -> None:
+        first()
+        then()
+    return both

@@ -6,6 +6,12 @@ by back-pressure from further down, it is too slow for what it is given. Only
 operators that could be replicated are candidates (one input, one output,
 stateless or partitioned; a fused chain of them counts as one).
 
+Ports fill only where producer and consumer run at once. A source sharing
+one thread with the slow operator is not blocked on a full port: it waits
+for the thread (it starves, :attr:`~elastream.elastic.view.Unit.starved_s`).
+When a source starved for τ of the period and Algorithm 9 finds nothing,
+the replicable unit that took most of the threads' time is the bottleneck.
+
 A replicated operator's input congestion is how long its split waited on its
 replicas (Algorithm 9 averages the replicas' input ports; the split waits
 whenever one of them is full), its output congestion how long the replicas or
@@ -58,7 +64,35 @@ def detect_bottlenecks(view: FlowView, tau: float = TAU) -> list[Unit]:
 
     Example: ``detect_bottlenecks(flow_view(period), tau=0.1)``
     """
-    return [unit for unit in view.topological() if is_bottleneck(unit, tau)]
+    found = [unit for unit in view.topological() if is_bottleneck(unit, tau)]
+    if found:
+        return found
+    busiest = cpu_bottleneck(view, tau)
+    return [busiest] if busiest is not None else []
+
+
+def is_starved(unit: Unit, period_s: float, tau: float = TAU) -> bool:
+    """True for a source that waited for a worker thread τ of the period or more."""
+    return unit.is_source and period_s > 0 and unit.starved_s >= tau * period_s
+
+
+def cpu_bottleneck(view: FlowView, tau: float = TAU) -> Unit | None:
+    """With a starved source: the replicable unit whose instance was busy longest (half the period at
+    least) and whose output is not congested; else None.
+
+    Example: src → slow (busy 95% of the period) → sink on one thread, src starved: ``slow``.
+    """
+    if not any(is_starved(s, view.period_s, tau) for s in view.sources()):
+        return None
+    candidates = [u for u in view.units.values() if u.is_parallel and u.output_congestion < tau]
+    busiest = max(candidates, key=_busy_per_instance, default=None)
+    if busiest is None or _busy_per_instance(busiest) < 0.5 * view.period_s:
+        return None
+    return busiest
+
+
+def _busy_per_instance(unit: Unit) -> float:
+    return unit.busy_s / max(1, unit.instances)
 
 
 def detect_bottleneck(view: FlowView, tau: float = TAU) -> Unit | None:

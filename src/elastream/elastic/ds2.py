@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged
+from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged, is_starved
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
 from elastream.elastic.view import FlowView, Unit, flow_view
@@ -81,16 +81,21 @@ class Sizing:
 
 
 def source_rate(unit: Unit, period_s: float, tau: float = TAU) -> float:
-    """Tuples per second a source must be able to send: observed, or its own true rate when back-pressured.
+    """Tuples per second a source must be able to send: observed, or faster when the flow held it back.
+
+    Held back is back-pressured (its output port full for τ of the period or more) or starved (it
+    waited for a worker thread busy elsewhere for τ of the period or more: one thread running a source
+    beside a slow operator starves the source long before its port fills). Then the rate is what it
+    sent per second it could send.
 
     Example: ``source_rate(src, 0.5)`` is ``src.tuples_out / 0.5`` for a source that never waited.
     """
     if period_s <= 0:
         return 0.0
-    if unit.output_congestion < tau:
+    if unit.output_congestion < tau and not is_starved(unit, period_s, tau):
         return unit.tuples_out / period_s
-    unblocked = max(unit.busy_s, period_s - unit.write_blocked_s, 1e-9)  # the time it could send
-    return unit.tuples_out / unblocked
+    could_send = max(unit.busy_s, period_s - unit.write_blocked_s - unit.starved_s, 1e-9)
+    return unit.tuples_out / could_send
 
 
 def input_targets(view: FlowView, tau: float = TAU) -> dict[str, float]:
@@ -273,6 +278,8 @@ def _congestion(unit: Unit) -> str:
     if unit.input_congestion < TAU and is_backlogged(unit):
         return (f"{unit.backlog:,} tuples wait at its input, {unit.backlog / unit.true_rate:.1f} s of one "
                 f"instance's work")
+    if unit.input_congestion < TAU:
+        return "its source waited for the thread it kept busy"
     return f"input full {unit.input_congestion:.0%} of the period, output {unit.output_congestion:.0%}"
 
 

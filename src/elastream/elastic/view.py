@@ -32,6 +32,10 @@ from elastream.runtime.fusion import fused_name
 #: Kinds whose operators may run as several instances (ordered-multicore §1.1).
 PARALLEL_KINDS = frozenset({"stateless", "partitioned"})
 
+#: Busy share of the threads above which they count as saturated: a source that then neither sent
+#: nor waited was waiting for one of them (starved).
+SATURATED = 0.9
+
 
 @dataclass(frozen=True, slots=True)
 class Unit:
@@ -58,6 +62,11 @@ class Unit:
     """Fraction of the period it waited on a full downstream port (Algorithm 9's oport ratio)."""
     downstream: dict[str, int] = field(default_factory=dict)
     """Tuples sent to each downstream unit over the period."""
+    read_blocked_s: float = 0.0
+    """Seconds it waited for input (a source: for data outside the flow, or for its next arrival time)."""
+    starved_s: float = 0.0
+    """A live source on saturated threads: seconds it was ready to send but no worker was free
+    (neither sending, nor waiting for data, nor for room downstream). 0 for every other unit."""
     upstream: tuple[str, ...] = ()
     key_group_load: tuple[int, ...] = ()
     handled: int = 0
@@ -217,7 +226,22 @@ def flow_view(period: PeriodStats, levels: Levels | None = None) -> FlowView:
         units[name] = unit
         overhead += machinery_cpu
     units = {name: _with_input_congestion(u, units, period, span) for name, u in units.items()}
+    if _threads_saturated(period, levels):
+        ended = {name for name, ops in groups.items() if all(o.ended for o in ops)}
+        units = {name: _with_starvation(u, span) if u.is_source and name not in ended else u
+                 for name, u in units.items()}
     return FlowView(period_s=period.period_s, units=units, overhead_cpu_s=overhead)
+
+
+def _threads_saturated(period: PeriodStats, levels: Levels) -> bool:
+    """True when the working processes' threads were busy nearly all the period (SATURATED)."""
+    threads = sum(levels.threads[:max(1, levels.working_processes)])
+    return period.period_s > 0 and period.busy_s() >= SATURATED * threads * period.period_s
+
+
+def _with_starvation(source: Unit, span: float) -> Unit:
+    """``source`` with the time it was neither sending nor waiting: it waited for a worker thread."""
+    return replace(source, starved_s=max(0.0, span - source.busy_s - source.read_blocked_s - source.write_blocked_s))
 
 
 def _chain_index(fused: Iterable[tuple[str, ...]], operators: dict[str, OperatorPeriod]) -> dict[str, str]:
@@ -271,7 +295,7 @@ def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict
         tuples_in=first.tuples_in, tuples_out=last.tuples_out,
         processed=first.tuples_out if first.kind == "source" else first.tuples_in, busy_s=busy,
         cpu_s=sum(o.cpu_s for o in workers), write_blocked_s=sum(o.write_blocked_s for o in workers),
-        input_congestion=0.0, output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
+        read_blocked_s=sum(o.read_blocked_s for o in workers), input_congestion=0.0, output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
         downstream=dict(downstream), upstream=upstream, key_group_load=load,
         handled=sum(o.tuples_out if o.kind == "source" else o.tuples_in for o in workers),
         backlog=first.queue_length), 0.0

@@ -48,6 +48,8 @@ class OperatorPeriod:
     """Recent tuples per key group at the period's end (an ordered split's routing load)."""
     new_hold_s: float = 0.0
     """A longer hold for a reconfiguration than any before it, when one ended this period (else 0)."""
+    ended: bool = False
+    """True once it has completed (by the period's end)."""
 
     @property
     def true_rate(self) -> float:
@@ -111,7 +113,8 @@ def _operator_delta(before: OperatorStats | None, after: OperatorStats) -> Opera
         write_blocked_ratio=after.output_write_blocked_ratio,
         sent={dst: n - (before.sent.get(dst, 0) if before is not None else 0) for dst, n in after.sent.items()},
         key_group_load=after.key_group_load,
-        new_hold_s=after.longest_hold_s if after.longest_hold_s > (before.longest_hold_s if before else 0.0) else 0.0)
+        new_hold_s=after.longest_hold_s if after.longest_hold_s > (before.longest_hold_s if before else 0.0) else 0.0,
+        ended=after.state == "completed")
 
 
 def _worker_delta(before: WorkerStats | None, after: WorkerStats, period_s: float) -> WorkerPeriod:

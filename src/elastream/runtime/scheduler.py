@@ -249,7 +249,7 @@ class Scheduler:
         if self.shutdown_requested:
             self._make_ready(task)
             return
-        task.state = SLEEPING
+        self._set_blocked(task, SLEEPING)
         self._timer_seq += 1
         task.sleep_seq = self._timer_seq
         heapq.heappush(self._timers, (until, self._timer_seq, task))
@@ -419,7 +419,7 @@ class Scheduler:
             task.external_wait = False
             self.poller.forget(task)
         state = task.state
-        if state is READ_BLOCKED:
+        if state is READ_BLOCKED or state is SLEEPING:  # waiting for its time is waiting for input
             task.read_blocked_s += self.now() - task.blocked_since
             task.read_wait = {}
         elif state is WRITE_BLOCKED:

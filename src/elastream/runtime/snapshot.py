@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from elastream.metrics.stats import FlowStats, OperatorStats, PortStats, WorkerStats
 from elastream.runtime.fusion import FusedChain, entry_name, fused_chain
+from elastream.runtime.states import OperatorState
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.buffer import PortBuffer
@@ -35,8 +36,8 @@ def port_stats(buf: PortBuffer, now: float) -> PortStats:
     )
 
 
-def operator_stats(task: Task, now: float) -> OperatorStats:
-    """Snapshot of one operator."""
+def operator_stats(task: Task, now: float, sched_now: float | None = None) -> OperatorStats:
+    """Snapshot of one operator (with ``sched_now``, the scheduler clock's now: its wait in progress too)."""
     waits = task.conj_waits + task.disj_waits
     inputs = tuple(port_stats(b, now) for b in task.inputs)
     out_ratio = 0.0
@@ -47,7 +48,8 @@ def operator_stats(task: Task, now: float) -> OperatorStats:
                 out_ratio = max(out_ratio, b.full_seconds(now) / life)
     return OperatorStats(
         name=task.name, kind=task.kind, state=task.state.value, activations=task.activations,
-        busy_s=task.busy_s, read_blocked_s=task.read_blocked_s, write_blocked_s=task.write_blocked_s,
+        busy_s=task.busy_s, read_blocked_s=task.read_blocked_s + _blocked_now(task, sched_now, _READ_WAITS),
+        write_blocked_s=task.write_blocked_s + _blocked_now(task, sched_now, _WRITE_WAITS),
         tuples_in=task.tuples_in, tuples_out=task.tuples_out, last_scheduled=task.last_scheduled,
         read_rate=task.read_rate, write_rate=task.write_rate,
         conjunctive_wait_fraction=task.conj_waits / waits if waits else 0.0,
@@ -59,6 +61,16 @@ def operator_stats(task: Task, now: float) -> OperatorStats:
     )
 
 
+#: The states whose time counts as waiting for input (data, or a sleeping operator's time) or for room.
+_READ_WAITS = frozenset({OperatorState.READ_BLOCKED, OperatorState.SLEEPING})
+_WRITE_WAITS = frozenset({OperatorState.WRITE_BLOCKED})
+
+
+def _blocked_now(task: Task, now: float | None, states: frozenset) -> float:
+    """The wait in progress, so that a long one shows in the periods it spans, not only the one it ends in."""
+    return max(0.0, now - task.blocked_since) if now is not None and task.state in states else 0.0
+
+
 def _sent_by_operator(task: Task) -> dict[str, int]:
     sent: dict[str, int] = {}
     for buf, n in list(task.sent.items()):
@@ -67,15 +79,15 @@ def _sent_by_operator(task: Task) -> dict[str, int]:
     return sent
 
 
-def task_stats(task: Task, now: float) -> list[OperatorStats]:
+def task_stats(task: Task, now: float, sched_now: float | None = None) -> list[OperatorStats]:
     """The operators ``task`` runs: itself, or each member of the chain it fuses (flow order)."""
     chain = fused_chain(task)
     if chain is None:
-        return [operator_stats(task, now)]
-    return member_stats(task, chain, now)
+        return [operator_stats(task, now, sched_now)]
+    return member_stats(task, chain, now, sched_now)
 
 
-def member_stats(task: Task, chain: FusedChain, now: float) -> list[OperatorStats]:
+def member_stats(task: Task, chain: FusedChain, now: float, sched_now: float | None = None) -> list[OperatorStats]:
     """One snapshot per member of a fused chain, as if each ran as its own task.
 
     Tuple counts are each member's own (counted per batch). The task's busy and CPU
@@ -87,7 +99,7 @@ def member_stats(task: Task, chain: FusedChain, now: float) -> list[OperatorStat
     the ports between members are calls, shown as always-empty ports that passed
     every tuple.
     """
-    whole = operator_stats(task, now)
+    whole = operator_stats(task, now, sched_now)
     names, n = chain.names, len(chain.names)
     tuples_in, tuples_out, stage_s = chain.counters()
     timed = sum(stage_s)
@@ -125,7 +137,7 @@ def _inner_port(task: Task, name: str, passed: int) -> PortStats:
 
 def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_name: str) -> FlowStats:
     """Snapshot of a whole running (or finished) flow."""
-    now = perf_counter()
+    now, sched_now = perf_counter(), sched.now()
     workers = tuple(
         WorkerStats(index=w.index, alive=w.alive, busy_s=w.busy_s, idle_s=w.idle_s,
                     alive_s=(w.ended or now) - w.started, dispatches=w.dispatches,
@@ -133,5 +145,6 @@ def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_nam
         for w in pool.workers)
     return FlowStats(
         elapsed_s=now - started, threads=pool.target, policy=policy_name,
-        operators={s.name: s for t in sched.tasks for s in task_stats(t, now)}, workers=workers,
+        operators={s.name: s for t in sched.tasks for s in task_stats(t, now, sched_now)},
+        workers=workers,
     )

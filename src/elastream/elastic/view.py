@@ -295,7 +295,8 @@ def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict
         tuples_in=first.tuples_in, tuples_out=last.tuples_out,
         processed=first.tuples_out if first.kind == "source" else first.tuples_in, busy_s=busy,
         cpu_s=sum(o.cpu_s for o in workers), write_blocked_s=sum(o.write_blocked_s for o in workers),
-        read_blocked_s=sum(o.read_blocked_s for o in workers), input_congestion=0.0, output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
+        read_blocked_s=sum(o.read_blocked_s for o in workers), input_congestion=0.0,
+        output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
         downstream=dict(downstream), upstream=upstream, key_group_load=load,
         handled=sum(o.tuples_out if o.kind == "source" else o.tuples_in for o in workers),
         backlog=first.queue_length), 0.0

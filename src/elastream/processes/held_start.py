@@ -43,6 +43,7 @@ class HeldWorkers:
     def __init__(self, specs: Iterable[ChildSpec]):
         self.specs = list(specs)
         self._asked = threading.Event()
+        self._pipe_lock = threading.Lock()  # poke never writes to a closed descriptor's number (reused by now)
         self.fd, self._wake = os.pipe()
         os.set_blocking(self.fd, False)
         os.set_blocking(self._wake, False)
@@ -61,10 +62,13 @@ class HeldWorkers:
 
     def poke(self) -> None:
         """Wake the supervisor for a look now (any thread, under any lock: it writes one byte)."""
-        try:
-            os.write(self._wake, b"!")
-        except OSError:
-            pass  # a full or closed pipe: the supervisor wakes on its timeout anyway
+        with self._pipe_lock:
+            if self._wake < 0:
+                return
+            try:
+                os.write(self._wake, b"!")
+            except OSError:
+                pass  # a full pipe: a wake-up is pending anyway
 
     def feeding(self, part: ChildSpec) -> list[str]:
         """The senders of ``part`` that write into the waiting workers' streams."""
@@ -110,7 +114,9 @@ class HeldWorkers:
         for ring in self._rings.values():
             ring.close()
         self._rings = {}
-        for fd in (self.fd, self._wake):
+        with self._pipe_lock:
+            fds, self._wake = (self.fd, self._wake), -1
+        for fd in fds:
             try:
                 os.close(fd)
             except OSError:

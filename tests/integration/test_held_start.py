@@ -76,3 +76,15 @@ def test_a_decision_starts_the_held_workers_at_once_and_the_output_stays_sequent
     assert result.outputs["out"] == expected(3_000)
     assert result.stats.operators["count#split"].tuples_in > 0
 
+
+
+def test_the_end_without_held_workers_is_signalled_not_polled(monkeypatch):
+    """Part 0's senders into the waiting workers wake the supervisor as they complete: with the
+    supervisor's own looks pushed out of reach, a short flow still ends at once."""
+    from elastream.processes import held_start, supervisor
+
+    monkeypatch.setattr(held_start, "IDLE_CHECK_S", 3600.0)
+    monkeypatch.setattr(supervisor, "WATCH_S", 3600.0)
+    handle = es.Runner(elastic=es.Elastic(period_s=3600.0)).start(keyed_flow(range(300)))
+    assert handle.wait(30).outputs["out"] == expected(300)
+    assert handle.inner.worker_pids[1:] == []

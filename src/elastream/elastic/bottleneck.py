@@ -77,20 +77,18 @@ def is_starved(unit: Unit, period_s: float, tau: float = TAU) -> bool:
 
 
 def cpu_bottleneck(view: FlowView, tau: float = TAU) -> Unit | None:
-    """With a starved source: the busiest replicable unit whose output is not congested, when the
-    replicable units together did at least half the flow's work (what other processes could take);
-    else None. DS2 then sizes every unit it finds short in the same step.
+    """With a starved source: the replicable unit whose instance was busy longest (half the period at
+    least) and whose output is not congested; else None.
 
-    Example: src → slow (busy 95% of the period) → sink on one thread, src starved: ``slow``; six
-    parallel branches each busy 15% of it: the busiest branch, and DS2 spreads all six.
+    Example: src → slow (busy 95% of the period) → sink on one thread, src starved: ``slow``.
     """
     if not any(is_starved(s, view.period_s, tau) for s in view.sources()):
         return None
     candidates = [u for u in view.units.values() if u.is_parallel and u.output_congestion < tau]
-    total = sum(u.busy_s for u in view.units.values())
-    if not candidates or sum(u.busy_s for u in candidates) < 0.5 * total:
+    busiest = max(candidates, key=_busy_per_instance, default=None)
+    if busiest is None or _busy_per_instance(busiest) < 0.5 * view.period_s:
         return None
-    return max(candidates, key=_busy_per_instance)
+    return busiest
 
 
 def _busy_per_instance(unit: Unit) -> float:

@@ -38,7 +38,6 @@ from dataclasses import dataclass
 from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged, is_starved
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
-from elastream.elastic.spread import spread_decisions
 from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels, SetReplicas
@@ -197,11 +196,7 @@ class DS2Controller:
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
         resized = grow_decisions(view, sizing, caps, bottlenecks)
-        if not resized and levels.held:
-            resized = spread_decisions(view, levels, caps, machine)  # many light units on one saturated process
-        # A starved source: the flow is short of CPU, whatever the per-unit sizing says; nothing shrinks.
-        starving = any(is_starved(s, view.period_s, self.tau) for s in view.sources())
-        resized += self._confirmed([] if starving else shrink_decisions(view, sizing, {b.name for b in bottlenecks}))
+        resized += self._confirmed(shrink_decisions(view, sizing, {b.name for b in bottlenecks}))
         return decisions + self._not_repeated(resized, view)
 
     def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:

@@ -49,6 +49,15 @@ def threads_worth(period: PeriodStats, levels: Levels) -> int | None:
     return max(1, math.floor(total / serial + HALF))
 
 
+def room_ceiling(ceiling: int, level: int, period: PeriodStats, levels: Levels) -> int:
+    """``ceiling`` lowered to what the work could keep busy, never below the current ``level``.
+
+    Example: ``room_ceiling(2, 1, period, levels) == 1`` when one serial unit does ~90% of the work.
+    """
+    worth = threads_worth(period, levels)
+    return ceiling if worth is None else min(ceiling, max(level, worth))
+
+
 def _is_serial(unit: Unit, levels: Levels) -> bool:
     """True when one worker at a time runs each instance of ``unit``, at every thread level.
 

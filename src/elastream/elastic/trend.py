@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from elastream.elastic.controller import Machine, machine_or_here, threads_everywhere
 from elastream.elastic.gil import GilGuard, read_gil
-from elastream.elastic.room import threads_worth
+from elastream.elastic.room import room_ceiling
 from elastream.elastic.view import period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels
@@ -132,9 +132,7 @@ class TrendController:
         ceiling = self.gil.ceiling(reading, machine)
         if reading.busy_threads < UNDERUSED * level:
             ceiling = min(ceiling, level)  # its threads idle most of the time: one more would only wait too
-        worth = threads_worth(period, levels)
-        if worth is not None:
-            ceiling = min(ceiling, max(level, worth))  # one serial unit does most of the work (elastic.room)
+        ceiling = room_ceiling(ceiling, level, period, levels)  # one serial unit doing most of the work
         untrusted = self._note_context(levels)
         stepped = self.gil.step_down(reading, levels, machine)
         if stepped or level > ceiling:

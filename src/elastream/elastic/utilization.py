@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from elastream.elastic.controller import Machine, machine_or_here, threads_everywhere
 from elastream.elastic.gil import GilGuard, read_gil
-from elastream.elastic.room import threads_worth
+from elastream.elastic.room import room_ceiling
 from elastream.elastic.trend import SENS
 from elastream.elastic.view import period_throughput
 from elastream.metrics.period import PeriodStats
@@ -75,9 +75,7 @@ class UtilizationController:
         level = levels.threads[0]
         reading = read_gil(period, levels, machine)
         ceiling = self.gil.ceiling(reading, machine)
-        worth = threads_worth(period, levels)
-        if worth is not None:
-            ceiling = min(ceiling, max(level, worth))  # one serial unit does most of the work (elastic.room)
+        ceiling = room_ceiling(ceiling, level, period, levels)  # one serial unit doing most of the work
         stepped = self.gil.step_down(reading, levels, machine)
         if stepped:
             return stepped

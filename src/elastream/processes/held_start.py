@@ -75,9 +75,6 @@ class HeldWorkers:
         into = {ce.ring_name for s in self.specs for ce in s.incoming}
         return [ce.sender_name for ce in part.outgoing if ce.ring_name in into]
 
-    def clear_wakes(self) -> None:
-        """Forget the wake-ups read so far (the supervisor's look is under way)."""
-        self._drain()
 
     def due(self) -> bool:
         """True when the waiting workers should start now (a decision asked for them)."""
@@ -90,7 +87,6 @@ class HeldWorkers:
     def take(self) -> list[ChildSpec]:
         """The specs to start now (the waiting ones, all of them)."""
         specs, self.specs = self.specs, []
-        self._drain()
         return specs
 
     def end_if_idle(self) -> bool:
@@ -135,7 +131,8 @@ class HeldWorkers:
             ring = self._rings[name] = SharedRing.attach(name, prefault=False)  # statistics and an end only
         return ring
 
-    def _drain(self) -> None:
+    def clear_wakes(self) -> None:
+        """Forget the wake-ups written so far (the supervisor's look is under way)."""
         try:
             while os.read(self.fd, 64):
                 pass

@@ -10,10 +10,10 @@ processes) agrees on a tuple's cost without sharing a clock, and a tuple's
 cost never depends on when or where it is processed.
 
 :class:`PhaseSink` records every tuple's ``seq`` and ``phase`` and the arrival
-instant of each batch (``perf_counter``, which is CLOCK_MONOTONIC on Linux and so
-comparable across the run's processes), and the last instant the source
-emitted at, which is all the measurement needs: per-phase windows, steady-state
-throughput while the source still runs, and the output check.
+instant of each batch and every tuple's emission instant (``perf_counter``, which is
+CLOCK_MONOTONIC on Linux and so comparable across the run's processes), which is
+all the measurement needs: per-phase windows at the sink and at the source,
+steady-state throughput at both ends while the source still runs, and the output check.
 
 Example::
 
@@ -117,7 +117,8 @@ class PhasedBusy(FunctionOperator):
 
 @dataclass(slots=True)
 class PhaseRecord:
-    """What a :class:`PhaseSink` saw: every tuple's seq and phase in arrival order, and the batches' instants."""
+    """What a :class:`PhaseSink` saw: every tuple's seq, phase and emission instant in arrival order, and the
+    batches' arrival instants."""
 
     seqs: array = field(default_factory=lambda: array("q"))
     phases: array = field(default_factory=lambda: array("b"))
@@ -125,6 +126,8 @@ class PhaseRecord:
     """(arrival perf_counter, tuples) per batch, in arrival order."""
     source_end: float = 0.0
     """The latest instant the source emitted a tuple at (what arrives after it is the backlog draining)."""
+    emitted: array = field(default_factory=lambda: array("d"))
+    """Per tuple (parallel to ``seqs``), the instant the source emitted it (its batch's ``perf_counter``)."""
 
     @property
     def count(self) -> int:
@@ -132,7 +135,7 @@ class PhaseRecord:
 
 
 class PhaseSink(FunctionOperator):
-    """Record each arriving tuple's ``seq`` and ``phase``, each batch's arrival and the source's latest emission."""
+    """Record each arriving tuple's ``seq``, ``phase`` and emission instant, and each batch's arrival."""
 
     kind = "sink"
 
@@ -148,7 +151,9 @@ class PhaseSink(FunctionOperator):
         r.batches.append((perf_counter(), len(items)))
         r.seqs.extend([item[0] for item in items])
         r.phases.extend([item[1] for item in items])
-        r.source_end = max(r.source_end, max(item[2] for item in items))
+        emitted = [item[2] for item in items]
+        r.emitted.extend(emitted)
+        r.source_end = max(r.source_end, max(emitted))
 
     def result(self) -> PhaseRecord:
         return self.record

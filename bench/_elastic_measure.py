@@ -15,14 +15,22 @@ Definitions (the report prints them too):
   at the phase's steady level — the most common level of the phase's second half — and
   change at most once per full 10 periods from there to the phase's end; the periods to
   converge count from the phase's first period;
-* *steady-state throughput*: the phase's tuples arriving at the sink after the phase's
-  start plus a skip (the convergence time for an elastic run, at least ``min_skip_s``),
-  per second of that part of the window.
+* a load phase's *source window* runs from the source's first emission of the phase to its
+  first emission of the next phase (the last phase: to its last emission);
+* *steady-state throughput*: the phase's tuples per second after the phase's start plus a
+  skip (the convergence time for an elastic run, at least ``min_skip_s``), counted twice —
+  as the sink received them (arrivals in the window) and as the source emitted them
+  (emissions in the source window) — and the lower of the two. In a steady state they
+  agree; a backlog that fills inside the flow during the phase inflates the source's count,
+  one that drains inflates the sink's. A drain can be large: a merge or port ahead of a
+  sink that falls behind (a sink sharing its process's one thread with busy replicas)
+  holds seconds of finished tuples and releases them during a later, cheaper phase, so
+  the sink sees a phase's tuples faster than the flow could ever process them.
 
 Example::
 
     windows = phase_windows(record)
-    steady_rate(record, windows[1], skip_s=1.0)
+    steady_rates(record, windows[1], skip_s=1.0).tuples_per_s
 """
 
 from __future__ import annotations
@@ -86,19 +94,75 @@ def drain_s(record: PhaseRecord) -> float:
     return max(0.0, record.batches[-1][0] - record.source_end) if record.batches else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class SteadyRate:
+    """A phase's steady-state throughput at both ends of the flow, and the lower of the two that counts."""
+
+    tuples_per_s: float
+    seconds: float
+    """The span that gave ``tuples_per_s``."""
+    sink_tuples_per_s: float
+    source_tuples_per_s: float | None
+    """None when the record holds no emission instants (or the source window has no length)."""
+
+
+def phase_emissions(record: PhaseRecord) -> dict[int, list[tuple[float, int]]]:
+    """Per phase, (emission instant, tuples) in emission order; empty when the record holds no emission instants."""
+    if len(record.emitted) != len(record.phases):
+        return {}
+    out: dict[int, list[tuple[float, int]]] = {}
+    # The source stamps a whole batch with one instant, so there are few distinct (instant, phase) pairs.
+    for (t, phase), n in sorted(Counter(zip(record.emitted, record.phases)).items()):
+        out.setdefault(phase, []).append((t, n))
+    return out
+
+
+def source_windows(emissions: dict[int, list[tuple[float, int]]]) -> dict[int, PhaseWindow]:
+    """Per phase, the source window: its first emission to the next phase's first (the last phase: its last)."""
+    order = sorted(emissions)
+    out = {}
+    for i, phase in enumerate(order):
+        batches = emissions[phase]
+        end = emissions[order[i + 1]][0][0] if i + 1 < len(order) else batches[-1][0]
+        out[phase] = PhaseWindow(phase, batches[0][0], end, sum(n for _, n in batches))
+    return out
+
+
+def measured_span(begin: float, end: float, skip_s: float) -> tuple[float, float]:
+    """The part of [begin, end] measured after ``skip_s``; its second half when the skip leaves under a fifth."""
+    start = begin + skip_s
+    if end - start < 0.2 * (end - begin):
+        start = begin + 0.5 * (end - begin)
+    return start, end
+
+
+def steady_rates(record: PhaseRecord, window: PhaseWindow, skip_s: float,
+                 arrivals: dict[int, list[tuple[float, int]]] | None = None,
+                 emissions: dict[int, list[tuple[float, int]]] | None = None) -> SteadyRate:
+    """``window``'s phase after ``skip_s``: tuples/s at the sink, at the source, and the lower of the two."""
+    arrivals = arrivals if arrivals is not None else phase_arrivals(record)
+    emissions = emissions if emissions is not None else phase_emissions(record)
+    start, end = measured_span(window.begin, window.end, skip_s)
+    # A batch arriving at t was finished before t: count (start, end].
+    sink_n = sum(n for t, n in arrivals.get(window.phase, ()) if start < t <= end)
+    sink_span = end - start
+    sink_rate = sink_n / sink_span if sink_span > 0 else 0.0
+    source = source_windows(emissions).get(window.phase)
+    if source is None or source.span_s <= 0:
+        return SteadyRate(sink_rate, sink_span, sink_rate, None)
+    start, end = measured_span(source.begin, source.end, skip_s)
+    # A batch emitted at t is taken in by the flow after t: count [start, end).
+    source_rate = sum(n for t, n in emissions[window.phase] if start <= t < end) / (end - start)
+    if source_rate < sink_rate:
+        return SteadyRate(source_rate, end - start, sink_rate, source_rate)
+    return SteadyRate(sink_rate, sink_span, sink_rate, source_rate)
+
+
 def steady_rate(record: PhaseRecord, window: PhaseWindow, skip_s: float,
                 arrivals: dict[int, list[tuple[float, int]]] | None = None) -> tuple[float, float]:
-    """(tuples/s, seconds measured) of ``window``'s phase after ``skip_s`` into it.
-
-    When the skip leaves less than a fifth of the window, the window's second half is measured instead.
-    """
-    arrivals = arrivals if arrivals is not None else phase_arrivals(record)
-    start = window.begin + skip_s
-    if window.end - start < 0.2 * window.span_s:
-        start = window.begin + 0.5 * window.span_s
-    span = window.end - start
-    tuples = sum(n for t, n in arrivals.get(window.phase, ()) if start < t <= window.end)
-    return (tuples / span if span > 0 else 0.0), span
+    """(tuples/s, seconds measured) of ``window``'s phase after ``skip_s`` into it (see :func:`steady_rates`)."""
+    rate = steady_rates(record, window, skip_s, arrivals)
+    return rate.tuples_per_s, rate.seconds
 
 
 def check_output(record: PhaseRecord, emitted: int | None, ordered: bool) -> str | None:

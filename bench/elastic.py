@@ -36,7 +36,8 @@ import elastream as es
 from elastream.bench._common import fmt, machine
 from elastream.bench._elastic_flows import SHAPES, SINK, SOURCE, Shape
 from elastream.bench._elastic_measure import (check_output, convergence, drain_s, entries_by_phase, max_or_none,
-                                              median_or_none, phase_arrivals, phase_windows, steady_rate)
+                                              median_or_none, phase_arrivals, phase_emissions, phase_windows,
+                                              steady_rates)
 from elastream.elastic import register_controller
 from elastream.elastic.utilization import UtilizationController
 
@@ -136,6 +137,7 @@ def measure_phases(record: Any, result: Any, ended: float, phase_s: float, elast
     """Per load phase: steady throughput and, for an elastic run, its convergence figures."""
     windows = phase_windows(record)
     arrivals = phase_arrivals(record)
+    emissions = phase_emissions(record)
     period_s = es.Elastic().period_s
     min_skip = min(2 * period_s, phase_s / 3)  # pipeline fill and drain after a change of load
     per_phase = [{} for _ in windows]
@@ -147,9 +149,11 @@ def measure_phases(record: Any, result: Any, ended: float, phase_s: float, elast
     for w, extra in zip(windows, per_phase):
         converge = extra.get("converge_periods")
         skip = max(min_skip, (converge or 0) * period_s) if not elastic or converge is not None else phase_s / 2
-        rate, measured = steady_rate(record, w, skip, arrivals)
-        rows.append({"phase": w.phase, "window_s": w.span_s, "tuples": w.tuples, "steady_tuples_per_s": rate,
-                     "steady_window_s": measured, **extra})
+        rate = steady_rates(record, w, skip, arrivals, emissions)
+        rows.append({"phase": w.phase, "window_s": w.span_s, "tuples": w.tuples,
+                     "steady_tuples_per_s": rate.tuples_per_s, "steady_window_s": rate.seconds,
+                     "sink_tuples_per_s": rate.sink_tuples_per_s, "source_tuples_per_s": rate.source_tuples_per_s,
+                     **extra})
     return rows
 
 
@@ -253,6 +257,8 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         for r in (r for r in shape["runs"] if r.get("drain_after_source_s", 0) > 1.0):
             console.print(f"{r['config']} (repeat {r['repeat'] + 1}): the sink still received tuples "
                           f"{r['drain_after_source_s']:.1f} s after the source stopped (a backlog; not counted)")
+        for line in backlog_notes(shape["runs"]):
+            console.print(line)
         for phase in shape["summary"]:
             for e in phase["elastic"]:
                 if e.get("not_applied"):
@@ -262,8 +268,28 @@ def print_report(result: dict[str, Any], console: Console) -> None:
             console.print(f"timeline PNG ({label}): {path}")
     if result.get("timeline"):
         console.print(f"timelines: {result['timeline']}")
-    console.print("steady state: the phase after its convergence (elastic) or its first two periods (static); "
+    console.print("steady state: the phase after its convergence (elastic) or its first two periods (static), "
+                  "in tuples/s as the sink received them or as the source emitted them, whichever is lower; "
                   "converged: at the phase's most common late level, ≤ 1 change per 10 periods from there on.")
+
+
+#: Sink and source rates of one phase further apart than this factor are named in the report.
+BACKLOG_NOTE_RATIO = 1.25
+
+
+def backlog_notes(runs: list[dict[str, Any]]) -> list[str]:
+    """One line per run phase whose sink and source rates disagree: a backlog filled or drained during it."""
+    lines = []
+    for r in runs:
+        for p in r.get("phases", ()):
+            sink, source = p.get("sink_tuples_per_s"), p.get("source_tuples_per_s")
+            if not sink or not source or max(sink, source) <= BACKLOG_NOTE_RATIO * min(sink, source):
+                continue
+            what = "drained" if sink > source else "filled"
+            lines.append(f"{r['config']} (repeat {r['repeat'] + 1}), phase {p['phase']}: the sink received "
+                         f"{sink:,.0f} tuples/s, the source emitted {source:,.0f}/s (a backlog {what}; "
+                         f"the lower counted)")
+    return lines
 
 
 def shape_table(shape: dict[str, Any]) -> Table:

@@ -394,12 +394,23 @@ def test_at_the_end_queued_partitions_move_from_the_replica_that_would_finish_la
 def test_at_the_end_nothing_moves_that_would_not_end_the_run_sooner():
     balanced = _ending_split([100.0, 100.0], [100, 100], [[0] * 100, [1] * 100])
     balanced._balance_end()
-    # Replica 1 is idle, but what replica 0 was sent takes longer than its queue: a move would only wait.
+    # Replica 1 is idle, but partition 0 carries all that replica 0 was sent: it would take that along
+    # (handed back unprocessed) and only move the end to replica 1.
     late = _ending_split([100.0, 100.0], [1000, 0], [[0] * 50, []])
+    late._load = [10, 0, 0, 0]
     late._balance_end()
     unknown = _ending_split([None, 100.0], [100, 0], [[0] * 400, []])
     unknown._balance_end()
     assert not balanced._moves and not late._moves and not unknown._moves
+
+
+def test_at_the_end_a_move_counts_the_unprocessed_tuples_it_takes_along():
+    # Replica 0 was sent 1,000 tuples, half of partition 0 and half of partition 2 (their recent load), and
+    # holds 50 more of partition 0: moving partition 0 takes 550 along and ends both at 5.5 s, not 10.5 s.
+    split = _ending_split([100.0, 100.0], [1000, 0], [[0] * 50, []])
+    split._load = [10, 0, 10, 0]
+    split._balance_end()
+    assert {p: (m.source, m.target) for p, m in split._moves.items()} == {0: (0, 1)}
 
 
 def test_stateless_batches_go_to_the_replica_with_the_smallest_backlog():

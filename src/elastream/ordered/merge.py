@@ -12,7 +12,7 @@ those of :mod:`elastream.ordered.wire`.
 
 Threading: one worker at a time runs the merge (it owns its reorder buffer);
 with a :class:`~elastream.ordered.rebalance.SplitMergeLink` it writes the
-link's ``done`` / ``busy_s`` counters and ``states`` (single writer each).
+link's ``done`` / ``busy_s`` counters, ``states`` and ``returned`` (single writer each).
 """
 
 from __future__ import annotations
@@ -124,6 +124,8 @@ class OrderedMerge(FunctionOperator):
         elif msg[0] == STATE_SEQ:
             if self.link is None:
                 raise RuntimeError("ordered merge: a replica returned a partition's state but no split waits for it")
+            # The pieces handed back first: the split reads them once it sees the state.
+            self.link.returned[msg[2]] = msg[4]
             self.link.states[msg[2]] = msg[3]
 
     def _offer(self, seq: int, outputs: list) -> None:

@@ -36,11 +36,15 @@ A move of partition ``p`` from replica ``a`` to ``b``:
    (held too, ahead of the new ones) and sends ``a`` an export request right
    behind what ``a`` has been sent already — so a move waits for ``a``'s
    window, not for its queue;
-2. ``a``, in stream order, removes the state of ``p``'s keys from its operator
-   (``export_state`` of key group ``p``: a keyed split's partitions are the
-   operator's key groups) and returns it through the merge;
-3. the split sends the state to ``b``, then the held tuples; from then on
-   ``p`` goes to ``b``.
+2. ``a`` answers the request as soon as it finishes the piece in hand, not in
+   stream order: it takes ``p``'s tuples out of what its input port holds ahead
+   of the request (:mod:`elastream.ordered.early_export`), removes the state of
+   ``p``'s keys from its operator (``export_state`` of key group ``p``: a keyed
+   split's partitions are the operator's key groups) and returns both through
+   the merge; what is still on its way to ``a`` (a ring to another process)
+   reaches the port first;
+3. the split sends the state to ``b``, then the tuples ``a`` handed back, then
+   the held ones; from then on ``p`` goes to ``b``.
 
 Output order is unaffected: tuples keep their ``(seq, offset)`` and the merge
 releases batches by serial number (a batch waits for its held part: it is
@@ -119,7 +123,8 @@ END_RECHECK_S = 0.05
 class SplitMergeLink:
     """What a split and its merge in the same process share.
 
-    ``sent`` and ``key_order`` are written by the split, ``done`` / ``busy_s`` / ``states`` by the merge.
+    ``sent`` and ``key_order`` are written by the split, ``done`` / ``busy_s`` / ``states`` / ``returned``
+    (a moving key group's pieces its replica handed back unprocessed) by the merge.
     ``key_order`` holds the keys in the order the split first saw them (a dict used as an ordered set):
     the merge puts the replicas' end-of-stream outputs in that order. ``local`` names the replicas that
     run in the split's own process. ``window_s`` is a remote replica's window (default
@@ -134,6 +139,7 @@ class SplitMergeLink:
         self.done = [0] * replicas
         self.busy_s = [0.0] * replicas
         self.states: dict[int, dict] = {}
+        self.returned: dict[int, list[tuple]] = {}
         self.key_order: dict[Any, None] = {}
         #: The windows and the split's pieces scale with ``window_s`` (``Runner(replica_window_ms=...)``).
         self.scale = window_s / WINDOW_S
@@ -307,13 +313,17 @@ class SplitBalancing:
         raise NotImplementedError
 
     async def _deliver_states(self, outs: list) -> None:
-        """Send each key group's state that came back through the merge to its target, then its held tuples."""
-        states = self.link.states  # type: ignore[union-attr]
+        """Send each key group's state that came back through the merge to its target, then the tuples its
+        replica handed back, then its held ones (the stream's order)."""
+        link = self.link
+        states = link.states  # type: ignore[union-attr]
         for p in [p for p in self._moves if p in states]:
             move = self._moves.pop(p)
             self.longest_hold_s = max(self.longest_hold_s, perf_counter() - move.started)
             self._enqueue(move.target, (IMPORT_SEQ, p, states.pop(p)), 0)
-            for piece in move.held:
+            returned = link.returned.pop(p, [])  # type: ignore[union-attr]
+            link.sent[move.source] -= sum(len(piece[3]) for piece in returned)  # type: ignore[union-attr]
+            for piece in returned + move.held:
                 self._enqueue(move.target, piece, len(piece[3]))
             self.table[p] = move.target
             self.moves_done += 1
@@ -369,9 +379,10 @@ class SplitBalancing:
         """Once the input has ended: move queued partitions from the replica that would finish last to the
         one that would finish first, while that brings the end of the run closer.
 
-        Each replica's finish is its backlog and queue at its measured rate. A moved partition's tuples
-        reach the target only after the source has done what it was sent (the export waits for it), so
-        a move counts from then on; each partition moves only if the later of the two finishes gets earlier.
+        Each replica's finish is its backlog and queue at its measured rate. A moved partition takes along
+        its queued tuples and those its source has not processed yet (handed back with the state,
+        :mod:`elastream.ordered.early_export`; counted as the partition's share of the source's recent
+        load); each partition moves only if the later of the two finishes gets earlier.
         """
         now = perf_counter()
         measured, active = self._meter.rates, self._active
@@ -383,11 +394,11 @@ class SplitBalancing:
         finish = {r: (backlog[r] + self._queued[r]) / rates[r] for r in active}
         source = max(active, key=finish.__getitem__)
         target = min(active, key=finish.__getitem__)
-        if finish[source] - finish[target] < CHECK_S or not self._queued[source]:
+        if finish[source] - finish[target] < CHECK_S or not (self._queued[source] or backlog[source]):
             return
-        queued = self._queued_by_partition(source)
+        queued = self._left_by_partition(source, backlog[source])
         rs, rt = rates[source], rates[target]
-        fs, ft = finish[source], max(finish[target], backlog[source] / rs)
+        fs, ft = finish[source], finish[target]
         moves = []
         for p in sorted((p for p, n in enumerate(queued) if n), key=lambda p: -queued[p]):
             n = queued[p]
@@ -398,6 +409,16 @@ class SplitBalancing:
             self._start_moves(moves)
         else:  # the queue was counted for nothing: look again later
             self._next_check = now + END_RECHECK_S
+
+    def _left_by_partition(self, replica: int, backlog: int) -> list[float]:
+        """Tuples per partition a move out of ``replica`` would take along: its queue's, and its share of
+        the ``backlog`` sent and not processed (by the partitions' recent load)."""
+        left: list[float] = list(self._queued_by_partition(replica))
+        owned = [p for p, r in enumerate(self.table) if r == replica]
+        recent = sum(self._load[p] for p in owned)
+        for p in owned if recent else ():
+            left[p] += backlog * self._load[p] / recent
+        return left
 
     def _queued_by_partition(self, replica: int) -> list[int]:
         """Tuples per partition in ``replica``'s queue."""

@@ -15,11 +15,19 @@ Threading: one worker at a time runs a replica (it owns its operator's state).
 from __future__ import annotations
 
 import copy
+from array import array
+from collections import deque
 from time import perf_counter
 
 from elastream.operators.base import Driver, Operator, Status
 from elastream.operators.spec import PARALLEL_KINDS, Kind, OperatorSpec
+from elastream.ordered.early_export import take_back_exports
 from elastream.ordered.wire import END_SEQ, EXPORT_SEQ, STATE_SEQ
+
+#: Seconds of work a keyed replica does between two looks for a key group's export request: the longest a
+#: move waits for the replica (moves hold their group's tuples, and the merge's output, meanwhile).
+SLICE_S = 0.01
+MIN_SLICE = 16
 
 
 def is_one_to_one(op: Operator) -> bool:
@@ -79,6 +87,11 @@ class OrderedReplica(Operator):
         self.one_to_one = spec.one_to_one
         self.ends_by_key = spec.on_end is not None and spec.ends_by_key
         self.movable_state = spec.movable_state
+        # A keyed replica answers export requests ahead of its queue (ordered.early_export).
+        self._key_groups = (spec.key, spec.key_groups) if spec.movable_state and spec.key is not None else None
+        # It also works through a long piece in slices of about SLICE_S, looking for exports in between.
+        self._ahead: deque[tuple] = deque()
+        self._work = [0, 0.0]  # tuples processed and the seconds they took, for the slices' size
         self.cost_us, self.selectivity = spec.cost_us, spec.selectivity  # declared costs, for offline placement
         self._end_handled = False
 
@@ -89,6 +102,7 @@ class OrderedReplica(Operator):
         """The run's replica, over the run's own instance of the operator (the flow's keeps no state)."""
         replica = copy.copy(self)
         replica.inner = self.inner.instantiate()
+        replica._ahead, replica._work = deque(), [0, 0.0]
         return replica
 
     def open(self, ctx) -> None:
@@ -100,11 +114,19 @@ class OrderedReplica(Operator):
     async def process(self, ctx) -> None:
         port, out = ctx.inputs[0], ctx.outputs[0]
         spec = {port: 1}
-        while len(port) or await ctx.wait_for_any(spec) is Status.DONE:
-            msg = port.pop()
+        early, ahead = self._key_groups is not None, self._ahead
+        while ahead or len(port) or await ctx.wait_for_any(spec) is Status.DONE:
+            if early and len(port) and (ahead or len(port) > 1) and await self._export_early(ctx, port, out):
+                continue
+            if ahead:
+                msg = ahead.popleft()
+            else:
+                msg = port.pop()
+                if early and msg[0] >= 0:
+                    msg = self._first_slice(msg)
             if msg[0] >= 0:
                 await out.push(self.run_piece(msg))
-                if len(port):
+                if ahead or len(port):
                     # Pieces are long: the split, the merge and the proxies must not wait a quantum. With
                     # nothing more in hand the wait below lets them run anyway: giving way then would cost
                     # this replica one more activation per piece, only to find its input empty.
@@ -138,12 +160,31 @@ class OrderedReplica(Operator):
         """The bypass ended the stream and gave the end outputs: this replica must not give them again."""
         self._end_handled = True
 
+    def _first_slice(self, piece: tuple) -> tuple:
+        """The first SLICE_S of ``piece``'s work (by this replica's measured cost); the rest waits ahead of the
+        port, so that a key group's export is answered within a slice, not a whole piece, of its request.
+        Only with nothing ahead already: the slices keep the piece's order."""
+        done, seconds = self._work
+        seq, size, offsets, items = piece
+        step = max(MIN_SLICE, int(SLICE_S * done / seconds)) if seconds > 0 else len(items)
+        if len(items) <= step:
+            return piece
+        if offsets is None:
+            offsets = array("i", range(len(items)))
+        for i in range(step, len(items), step):
+            self._ahead.append((seq, size, offsets[i:i + step], items[i:i + step]))
+        return seq, size, offsets[:step], items[:step]
+
     def run_piece(self, piece: tuple) -> tuple:
         """Process one piece from the split; return what the merge expects."""
         seq, size, offsets, items = piece
         t0 = perf_counter()
         outputs, nested = self._outputs(offsets, items)
-        return seq, size, offsets, outputs, nested, self.index, len(items), perf_counter() - t0
+        took = perf_counter() - t0
+        work = self._work
+        work[0] += len(items)
+        work[1] += took
+        return seq, size, offsets, outputs, nested, self.index, len(items), took
 
     def _outputs(self, offsets: list[int] | None, items: list) -> tuple[list, bool]:
         on_batch = self.inner.on_batch
@@ -160,13 +201,39 @@ class OrderedReplica(Operator):
         per_input = self.inner.on_items(items, 0)
         return [out or [] for out in per_input], True
 
-    def export_partition(self, group: int) -> tuple:
+    async def _export_early(self, ctx, port, out) -> bool:
+        """Answer the export requests queued in ``port`` now, handing back the moving key groups' tuples
+        queued ahead of them (:mod:`elastream.ordered.early_export`); True when there were any."""
+        answered: dict[int, list[tuple]] = {}
+        key, groups = self._key_groups  # type: ignore[misc]
+
+        def take_back(pending: list) -> list | None:
+            found = take_back_exports(pending, key, groups, self._ahead)
+            if found is None:
+                return None
+            kept_ahead, kept, exported = found
+            self._ahead.clear()
+            self._ahead.extend(kept_ahead)
+            answered.update(exported)
+            return kept
+
+        port.rewrite(take_back)
+        if not answered:
+            return False
+        for group, pieces in answered.items():
+            await out.push(self.export_partition(group, pieces))
+        # The states go on at once (a ring to the merge's process, the merge, the split), not a piece later.
+        await ctx.give_way()
+        return True
+
+    def export_partition(self, group: int, returned: list[tuple] | None = None) -> tuple:
         """Remove the state of key group ``group`` from this replica's operator.
 
-        Returns the message that carries it to the merge.
+        Returns the message that carries it to the merge, with the group's pieces this replica hands
+        back unprocessed (``returned``, in stream order: the split sends them to the group's next replica).
         """
         moved = self.inner.export_state((group,)) if self.movable_state else {}
-        return STATE_SEQ, self.index, group, moved
+        return STATE_SEQ, self.index, group, moved, returned or []
 
     def import_partition(self, moved: dict) -> None:
         """Take over the per-key state of a key group moved here."""

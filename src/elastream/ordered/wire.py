@@ -18,7 +18,8 @@ named by its first field).
   ``outputs[i]`` is the list of outputs of the input at ``offsets[i]``;
   ``inputs`` and ``busy_s`` feed the split's
   :class:`~elastream.ordered.rebalance.SplitMergeLink`. Also ``(STATE_SEQ,
-  replica, group, state)`` answering an export, and at end of input
+  replica, group, state, returned)`` answering an export (``returned``: the
+  group's pieces it took back unprocessed, :mod:`elastream.ordered.early_export`), and at end of input
   ``(END_SEQ, replica, outputs, by_key)`` — what the replica's
   ``on_inputs_closed`` returned, or with ``by_key`` its operator's end outputs
   as ``(key, outputs)`` pairs.

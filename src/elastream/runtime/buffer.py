@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -162,6 +163,30 @@ class PortBuffer:
             if self.count == 0:
                 raise IndexError(f"peek at empty input port {self.name}")
             return self._chunks[0][2][self._head]
+
+    def rewrite(self, fn: Callable[[list], list | None]) -> int:
+        """Let the consumer replace what the buffer holds: ``fn(pending)`` returns the new contents, or None
+        to leave them. Producers wait meanwhile, so nothing arrives in between. Returns how many fewer
+        tuples it holds (those the consumer took out; counted as read).
+
+        An ordered replica takes a moving key group's tuples back this way (:mod:`elastream.ordered.early_export`).
+        """
+        with self._lock:
+            chunks = self._chunks
+            if not chunks:
+                return 0
+            pending = [x for chunk in chunks for x in chunk[2]][self._head:]
+            new = fn(pending)
+            if new is None:
+                return 0
+            first = chunks[0]
+            chunks.clear()
+            self._head = 0
+            if new:
+                chunks.append([first[0], first[1], new])
+            removed = len(pending) - len(new)
+            self._consumed(removed)
+            return removed
 
     def front_times(self) -> tuple[float, float] | None:
         """(enqueue time, origin time) of the front tuple, or None when empty."""

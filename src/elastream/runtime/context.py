@@ -68,6 +68,16 @@ class InputPort:
         """The front tuple, left in place (IndexError when empty)."""
         return self._buf.peek()
 
+    def rewrite(self, fn: Callable[[list], list | None]) -> int:
+        """Replace the queued tuples by ``fn(queued)`` unless it returns None (it may only take tuples out);
+        returns how many it took out. For the engine's own operators (an ordered replica answering
+        a key group's export early); producers wait while ``fn`` runs."""
+        buf = self._buf
+        removed = buf.rewrite(fn)
+        if removed and buf.write_waiters:
+            self._task.sched.port_read(buf)
+        return removed
+
     def __len__(self) -> int:
         return self._buf.count
 

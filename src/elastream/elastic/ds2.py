@@ -20,7 +20,8 @@ down to the most the graph can sustain.
 (:mod:`elastream.elastic.bottleneck`) — sizing every replicable unit the
 targets say is short in the same step — removes replicas a unit no longer
 needs (after SHRINK_PERIODS periods in a row say so), and names hot key groups
-instead of adding replicas that cannot help.
+instead of adding replicas that cannot help. With worker processes held ready
+it also sizes by what each process carries (:mod:`elastream.elastic.packing`).
 
 Threading: :func:`ds2_instances` is pure; a controller belongs to one elastic loop.
 
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged, is_starved
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
+from elastream.elastic.packing import fits_after, spread_decisions
 from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels, SetReplicas
@@ -195,8 +197,10 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        resized = grow_decisions(view, sizing, caps, bottlenecks)
-        resized += self._confirmed(shrink_decisions(view, sizing, {b.name for b in bottlenecks}))
+        resized = (grow_decisions(view, sizing, caps, bottlenecks)
+                   or spread_decisions(view, sizing, levels, caps, self.tau))
+        shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
+        resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])
         return decisions + self._not_repeated(resized, view)
 
     def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:

@@ -84,6 +84,11 @@ from elastream.ordered.wire import EXPORT_SEQ, IMPORT_SEQ, in_batch
 #: also the latency the replicated operator adds at full load: a tuple waits behind its replica's window.
 WINDOW_S = 0.20
 LOCAL_WINDOW_S = 0.12
+#: A local replica shares its process's threads with the split and every operator upstream of it, and
+#: takes whatever thread time it is given: fed as readily as the others, it holds the threads while the
+#: operators feeding every replica wait, and the replicas in other processes run dry. So a stateless split
+#: feeds a local replica only once the others are this much fuller (a fraction of their windows).
+LOCAL_BIAS = 0.5
 #: Backlog bound of a replica that has finished nothing yet: START_S of the others' measured work (its
 #: process may still be starting, and the others should not wait for it), or START_WINDOW tuples while
 #: nothing is measured at all; then the bounds once its own cost is known.
@@ -144,6 +149,7 @@ class SplitMergeLink:
         #: The windows and the split's pieces scale with ``window_s`` (``Runner(replica_window_ms=...)``).
         self.scale = window_s / WINDOW_S
         self._window_s = [(LOCAL_WINDOW_S if r in local else WINDOW_S) * self.scale for r in range(replicas)]
+        self.local = frozenset(local)
 
     def backlog(self) -> list[int]:
         """Tuples sent to each replica whose outputs have not reached the merge yet."""
@@ -165,6 +171,12 @@ class SplitMergeLink:
     def fill(self) -> list[float]:
         """Each replica's backlog as a fraction of its window (1.0: full, the split waits for it)."""
         return [b / w for b, w in zip(self.backlog(), self.windows())]
+
+    def preference(self) -> list[float]:
+        """:meth:`fill`, with a replica in the split's process counted :data:`LOCAL_BIAS` fuller: a stateless
+        split sends to the emptiest by this measure, so the other processes' replicas are kept busy first."""
+        local = self.local
+        return [f + LOCAL_BIAS if r in local else f for r, f in enumerate(self.fill())]
 
 
 def _bounded(tuples: float) -> int:

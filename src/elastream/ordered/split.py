@@ -298,7 +298,7 @@ class OrderedSplit(SplitBalancing, Operator):
         if len(active) == 1:
             r = active[0]
         elif self.link is not None:  # join the shortest queue, measured in each replica's own time
-            fill = self.link.fill()
+            fill = self.link.preference()
             r = min(active, key=fill.__getitem__)
         else:
             r = active[self._rr % len(active)]

@@ -1,0 +1,93 @@
+"""Sizing by what each held process carries (elastic.packing): many light units filling process 0.
+
+C-Stream Fig. 11's shape on ``Runner()``: a source feeding six parallel branches, each
+a sixth of the work, all in process 0 with one thread. No unit is short by DS2's
+measure and none is busy half the period, yet the process is saturated and a
+second one waits idle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from elastic_snapshots import op
+
+from elastream.elastic.bottleneck import detect_bottlenecks
+from elastream.elastic.controller import Machine
+from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller
+from elastream.elastic.packing import fits_after, held_loads, process_loads
+from elastream.elastic.view import FlowView, flow_view
+from elastream.metrics.period import PeriodStats, WorkerPeriod
+from elastream.runtime.decisions import Levels, SetReplicas
+
+BRANCHES = [f"b{i}" for i in range(1, 7)]
+HELD = Levels(threads=(1, 1), replicas={b: 1 for b in BRANCHES}, held=True)
+MACHINE = Machine(cores=2, cpu_percent=50.0)
+
+
+def six_branches(*, worker_busy: float = 0.49, branch_busy: float = 0.075) -> PeriodStats:
+    """src → six branches → union → sink over 0.5 s on one thread, 1,000 tuples per branch."""
+    each, n = 1000, 6000
+    ops = {"src": op("src", "source", n=n, busy=0.01, sent={b: each for b in BRANCHES})}
+    for b in BRANCHES:
+        ops[b] = op(b, n=each, busy=branch_busy, sent={"union": each})
+    ops["union"] = op("union", "stateful", n=n, busy=0.005, sent={"sink": n})
+    ops["sink"] = op("sink", "sink", n=n, out=0, busy=0.005)
+    worker = WorkerPeriod(index=0, busy_s=worker_busy, cpu_s=worker_busy, utilisation=worker_busy / 0.5)
+    return PeriodStats(start_s=0.0, period_s=0.5, operators=ops, workers=(worker,))
+
+
+def test_no_single_unit_is_short_but_process_0_is_full():
+    view = flow_view(six_branches(), HELD)
+    assert view.units["src"].starved_s > 0
+    assert detect_bottlenecks(view) == []  # no congested port, no unit busy half the period
+
+
+def test_the_branches_spread_over_the_held_process_in_one_step():
+    decisions = DS2Controller().decide(six_branches(), HELD, MACHINE)
+    assert all(isinstance(d, SetReplicas) and d.count == 2 for d in decisions)
+    assert len(decisions) >= 5  # process 0 keeps the source, the union and the sink besides its share
+    assert "process 0 would be busy" in decisions[0].reason
+
+
+@pytest.mark.parametrize("period, levels", [
+    (six_branches(), replace(HELD, held=False)),                   # no processes held ready
+    (six_branches(worker_busy=0.3, branch_busy=0.045), HELD),      # a light load: the source never waits
+], ids=["not-held", "light"])
+def test_no_spreading_without_a_held_process_or_a_full_one(period, levels):
+    assert DS2Controller().decide(period, levels, MACHINE) == []
+
+
+def spread_period(replica_busy: float, process0_other: float) -> PeriodStats:
+    """One second of the six branches at two replicas each: each replica busy ``replica_busy`` s, and
+    ``process0_other`` s of other work in process 0 (source, splits, merges, union, sink)."""
+    ops = {"src": op("src", "source", n=6000, busy=process0_other, sent={f"{b}#split": 1000 for b in BRANCHES})}
+    for b in BRANCHES:
+        ops[f"{b}#split"] = op(f"{b}#split", "stateful", n=1000, busy=0.0, sent={f"{b}#0": 500, f"{b}#1": 500})
+        for r in (0, 1):
+            ops[f"{b}#{r}"] = op(f"{b}#{r}", n=500, busy=replica_busy, sent={f"{b}#merge": 500})
+        ops[f"{b}#merge"] = op(f"{b}#merge", "stateful", n=1000, busy=0.0, sent={"sink": 1000})
+    ops["sink"] = op("sink", "sink", n=6000, out=0, busy=0.0)
+    return PeriodStats(start_s=0.0, period_s=1.0, operators=ops, workers=())
+
+
+def test_held_loads_put_replica_r_in_process_r():
+    loads, replicas = held_loads(spread_period(0.1, 0.2), 2)
+    assert loads == pytest.approx([0.8, 0.6])
+    assert replicas["b1"] == pytest.approx([0.1, 0.1])
+
+
+def test_loads_split_each_units_need_over_its_replicas_processes():
+    view = FlowView(period_s=1.0, units={})
+    needs = {"src": 0.02, **{b: 0.3 for b in BRANCHES}}
+    assert process_loads(view, needs, {b: 2 for b in BRANCHES}, 2) == pytest.approx([0.92, 0.9])
+    assert process_loads(view, needs, {"b1": 1, **{b: 2 for b in BRANCHES[1:]}}, 2) == pytest.approx([1.07, 0.75])
+
+
+def test_a_replica_goes_back_only_when_its_process_can_take_its_work():
+    levels = replace(HELD, replicas={b: 2 for b in BRANCHES})
+    back = SetReplicas("b1", 1, reason="test")
+    assert not fits_after(spread_period(0.13, 0.15), levels, back, SHRINK_HEADROOM)  # process 0 is full
+    assert fits_after(spread_period(0.03, 0.15), levels, back, SHRINK_HEADROOM)      # a light load
+    assert fits_after(spread_period(0.13, 0.15), replace(levels, held=False), back, SHRINK_HEADROOM)

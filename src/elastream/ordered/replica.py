@@ -115,9 +115,12 @@ class OrderedReplica(Operator):
         port, out = ctx.inputs[0], ctx.outputs[0]
         spec = {port: 1}
         early, ahead = self._key_groups is not None, self._ahead
+        looked = -1  # what had arrived at the last look for export requests: look again only after more
         while ahead or len(port) or await ctx.wait_for_any(spec) is Status.DONE:
-            if early and len(port) and (ahead or len(port) > 1) and await self._export_early(ctx, port, out):
-                continue
+            if early and port.received != looked and len(port) and (ahead or len(port) > 1):
+                looked = port.received
+                if await self._export_early(ctx, port, out):
+                    continue
             if ahead:
                 msg = ahead.popleft()
             else:
@@ -135,6 +138,7 @@ class OrderedReplica(Operator):
                 await out.push(self.export_partition(msg[1]))
             else:
                 self.import_partition(msg[2])
+                looked = -1  # an export waiting behind this import may go early now
         if ctx.shutdown_requested or self._end_handled:
             return
         if self.ends_by_key:

@@ -82,6 +82,11 @@ class InputPort:
         return self._buf.count
 
     @property
+    def received(self) -> int:
+        """Tuples that have arrived at this port so far (a counter: what came in since a look)."""
+        return self._buf.writes
+
+    @property
     def closed(self) -> bool:
         """True once every upstream operator has completed (C-Stream §3.2.3)."""
         return self._buf.closed

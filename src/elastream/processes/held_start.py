@@ -32,9 +32,11 @@ from typing import Any
 
 from elastream.processes.spec import ChildSpec
 
-#: How often the supervisor looks, while workers wait unstarted, whether the flow ended without them,
-#: besides when part 0's senders into them complete: seldom (each look takes the GIL from part 0).
-IDLE_CHECK_S = 0.05
+#: Longest the supervisor sleeps, while workers wait unstarted, before it looks whether the flow ended
+#: without them: a safety net only, since part 0's senders into them poke it as they complete and a
+#: decision that needs them pokes it too. Each look takes the GIL from part 0's worker (at 0.05 s, the
+#: looks alone made 20 wake-ups a second of a light flow's one thread).
+IDLE_CHECK_S = 0.5
 
 
 class HeldWorkers:

@@ -44,8 +44,11 @@ class Waiter(Protocol):
         """Withdraw the request and consume what the fd received."""
 
 
-#: Longest a poller sleeps on armed waiters alone: a safety net, should a wake-up ever be lost.
-WAITER_TIMEOUT_S = 0.05
+#: Longest a poller sleeps on armed waiters alone: a safety net, should a wake-up ever be lost (a ring's
+#: producer wakes its reader on every publish and on its close). Each timeout re-arms every waiter and
+#: takes the GIL from the worker threads: at 0.05 s it was 20 wake-ups a second of an idle ring's reader,
+#: e.g. a held worker's that is never started.
+WAITER_TIMEOUT_S = 0.5
 
 
 class ExternalPoller:

@@ -113,6 +113,7 @@ class ProcessRunHandle:
         operators = {name: handle.operator for name, handle in self.run_flow.operators.items()}
         #: Every name stats() lists, with its operator: a replicated fused chain's members too.
         self._listed = listed_operators(operators, self.assignment, config.bypass)
+        self._unreported: dict[str, Any] = {}  # zero statistics of each operator not reported yet (constant)
         self._handlers = {Started: self._on_started, Stats: self._on_stats, ControlResult: self._on_control_result,
                           Done: self._on_final, Failed: self._on_final}
         self._start()
@@ -475,7 +476,9 @@ class ProcessRunHandle:
                              self.config.threads * self.processes, self._listed, self._proxy_targets)
         if len(merged.operators) == len(self._listed):
             return merged  # every part has reported
-        operators = {name: merged.operators.get(name) or not_reported(name, op) for name, op in self._listed.items()}
+        zero = self._unreported  # the same each time: built once (a held worker never started never reports)
+        operators = {name: merged.operators.get(name) or zero.get(name) or zero.setdefault(name, not_reported(name, op))
+                     for name, op in self._listed.items()}
         return replace(merged, operators=operators)
 
     def part_stats(self) -> list[FlowStats | None]:

@@ -5,11 +5,18 @@ count keyed by ``value % 100`` → format → latency sink. Reports p50 / p99 / 
 latency (ms, stamped at emission, measured at the sink) and the achieved
 throughput against the target rate. Every stage is pure Python (GIL held).
 A last row runs plain ``es.Runner()`` (elastic; ``--no-default-row`` leaves it out).
+
+``--repeats N`` runs every row N times, interleaved (the order reversed every other
+repeat, so a drift of the machine's load weighs on every row alike), and reports
+each row's medians over its repeats; ``p99_ms_each`` keeps every repeat's p99 and
+``p99_over_first`` each row's median p99 against the first row's (the ratio issue
+20's latency goal reads: plain ``Runner()`` against ``threads=1``, repeat by repeat).
 """
 
 from __future__ import annotations
 
 import argparse
+from statistics import median
 from typing import Any
 
 from rich.console import Console
@@ -33,33 +40,60 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", default="least_recently_run", help="scheduling policy")
     parser.add_argument("--default-row", action=argparse.BooleanOptionalAction, default=True,
                         help="also run plain es.Runner() as a user writes it (elastic, every default)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs of every row, interleaved (order reversed every other repeat); medians reported")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the pipeline once per thread count; return the result as a JSON-ready dict."""
-    rows = []
+    """Run the pipeline once per thread count and repeat; return the result as a JSON-ready dict."""
     configs: list[Any] = list(args.threads) + ([DEFAULT_ROW] if getattr(args, "default_row", False) else [])
-    for threads in configs:
-        flow, sink = build_latency_flow(rate=args.rate, seconds=args.seconds)
-        runner = es.Runner() if threads == DEFAULT_ROW else es.Runner(threads=threads, policy=args.policy)
-        t = timed(lambda: runner.run(flow))
-        samples = t.value.outputs[sink]
-        span = samples.last_arrival - samples.first_arrival
-        achieved = (samples.count - 1) / span if span > 0 else None
-        lat = summarize(samples)
-        rows.append({"threads": threads, "tuples": samples.count, "target_rate": args.rate,
-                     "achieved_tuples_per_s": achieved,
-                     "achieved_over_target": achieved / args.rate if achieved is not None else None,
-                     "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"],
-                     "mean_ms": lat["mean_ms"], "elapsed_s": t.value.elapsed_s, "cores_used": t.cores_used})
+    repeats = max(1, getattr(args, "repeats", 1))
+    runs: dict[int, list[dict[str, Any]]] = {i: [] for i in range(len(configs))}
+    for repeat in range(repeats):
+        order = list(range(len(configs)))
+        for i in order if repeat % 2 == 0 else order[::-1]:
+            runs[i].append(run_once(configs[i], args))
+    rows = [median_row(runs[i]) for i in range(len(configs))]
+    first = rows[0]["p99_ms"] if rows else None
+    for row in rows:
+        row["p99_over_first"] = row["p99_ms"] / first if first else None
     return {"benchmark": "latency", "gil": "hold", "note": GIL_NOTE, "rate": args.rate, "seconds": args.seconds,
-            "policy": args.policy, "results": rows, "machine": machine()}
+            "policy": args.policy, "repeats": repeats, "results": rows, "machine": machine()}
+
+
+def run_once(threads: Any, args: argparse.Namespace) -> dict[str, Any]:
+    """One run of the pipeline on ``threads`` worker threads (or plain ``es.Runner()``): one result row."""
+    flow, sink = build_latency_flow(rate=args.rate, seconds=args.seconds)
+    runner = es.Runner() if threads == DEFAULT_ROW else es.Runner(threads=threads, policy=args.policy)
+    t = timed(lambda: runner.run(flow))
+    samples = t.value.outputs[sink]
+    span = samples.last_arrival - samples.first_arrival
+    achieved = (samples.count - 1) / span if span > 0 else None
+    lat = summarize(samples)
+    return {"threads": threads, "tuples": samples.count, "target_rate": args.rate,
+            "achieved_tuples_per_s": achieved,
+            "achieved_over_target": achieved / args.rate if achieved is not None else None,
+            "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "max_ms": lat["max_ms"],
+            "mean_ms": lat["mean_ms"], "elapsed_s": t.value.elapsed_s, "cores_used": t.cores_used}
+
+
+def median_row(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row from a configuration's repeats: the median of each measured number, every repeat's p99 kept."""
+    row = dict(runs[-1])
+    row["tuples"] = min(r["tuples"] for r in runs)  # the same in every repeat unless one lost some
+    for key in ("achieved_tuples_per_s", "achieved_over_target", "p50_ms", "p99_ms", "max_ms", "mean_ms",
+                "elapsed_s", "cores_used"):
+        values = [r[key] for r in runs if r[key] is not None]
+        row[key] = median(values) if values else None
+    row["p99_ms_each"] = [r["p99_ms"] for r in runs]
+    return row
 
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Render a result of :func:`run` as a rich table."""
+    repeats = result.get("repeats", 1)
     table = Table(title=f"latency: {result['rate']:,.0f} tuples/s for {result['seconds']:g} s, "
-                        f"policy {result['policy']}")
+                        f"policy {result['policy']}" + (f", medians of {repeats} repeats" if repeats > 1 else ""))
     for col in ("threads", "tuples", "achieved tuples/s", "of target", "p50 ms", "p99 ms", "max ms", "cores used"):
         table.add_column(col, justify="right")
     for r in result["results"]:

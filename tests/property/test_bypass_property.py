@@ -56,8 +56,9 @@ def run_bypassed(build, cut: int, gated: bool, splice: bool, grow: bool, threads
     try:
         assert handle.bypasses.bypassed(unit)
         if splice:
-            ok, why = handle.splice(unit)
+            ok, why, paused_s = handle.splice(unit)
             assert ok or "end of its input" in why, why
+            assert paused_s >= 0.0
             if ok and grow:
                 handle.operator(split_name(unit)).set_active(range(2))
     finally:

@@ -50,9 +50,11 @@ def target_process(decision: Decision, assignment: Mapping[str, int]) -> int | s
 
 def apply_in_part(handle: Any, decision: Decision) -> ControlResult:
     """Apply ``decision`` to one part's threads handle (the part is process 0 of its own engine), with
-    the time it took as its pause. The ticket of the answer is 0: the caller sets it."""
+    the time it took as its pause unless it measured its own. The ticket of the answer is 0: the caller sets it."""
     began = perf_counter()
     result = _apply_in_part(handle, decision)
+    if result.pause_ms is not None:  # the decision measured what its streams waited (a splice)
+        return result
     return replace(result, pause_ms=(perf_counter() - began) * 1000.0)
 
 
@@ -87,14 +89,15 @@ def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
         return ControlResult(0, False, f"{decision.operator!r} is keyed and its key groups' state cannot move: "
                                        f"its {split.n_outputs} replicas keep their key groups")
     count = max(1, min(decision.count, split.n_outputs))
+    paused_s = None  # no splice: the split changes its routing between two batches (the time taken is the pause)
     if count > 1:
-        spliced, why = handle.splice(decision.operator)
+        spliced, why, paused_s = handle.splice(decision.operator)
         if not spliced:
             return ControlResult(0, False, why)
     split.set_active(range(count))
     if count != decision.count:
         return ControlResult(0, False, f"{split.n_outputs} replicas are held ready: {count} take work")
-    return ControlResult(0, True, "")
+    return ControlResult(0, True, "", pause_ms=None if paused_s is None else paused_s * 1000.0)
 
 
 @dataclass(slots=True)

@@ -147,11 +147,15 @@ class Bypasses:
         b = self._by_unit.get(unit)
         return b is not None and not b.spliced
 
-    def splice(self, unit: str, timeout: float = SPLICE_TIMEOUT_S) -> tuple[bool, str]:
-        """Put the split, replica 0 and merge of ``unit`` in its bypass's place (nothing to do unless bypassed)."""
+    def splice(self, unit: str, timeout: float = SPLICE_TIMEOUT_S) -> tuple[bool, str, float]:
+        """Put the split, replica 0 and merge of ``unit`` in its bypass's place (nothing to do unless bypassed).
+
+        Returns (done, why not, pause): the pause is how long the unit's stream stood still, from the
+        bypass's last step to the splice — not the wait for that step to end, while the stream still flows.
+        """
         b = self._by_unit.get(unit)
         if b is None or b.spliced:
-            return True, ""
+            return True, "", 0.0
         sched = self.sched
         deadline = perf_counter() + timeout
         with sched.lock:
@@ -161,10 +165,11 @@ class Bypasses:
                 while b.task.state is OperatorState.RUNNING:
                     left = deadline - perf_counter()
                     if left <= 0 or sched.shutdown_requested:
-                        return False, _why_not(b, sched)
+                        return False, _why_not(b, sched), 0.0
                     sched.settled.wait(left)
+                stopped = perf_counter()
                 if b.task.state is OperatorState.COMPLETED or sched.shutdown_requested:
-                    return False, _why_not(b, sched)
+                    return False, _why_not(b, sched), 0.0
                 _splice_locked(sched, b)
                 relink(sched.tasks)
             finally:
@@ -173,7 +178,7 @@ class Bypasses:
                 if b.task.state is OperatorState.READY:
                     sched.ready[b.task] = None
                 sched.cond.notify_all()
-        return True, ""
+        return True, "", perf_counter() - stopped
 
     def _ended(self, b: _Bypass) -> None:
         """The bypass completed (lock held): end the split and merge with nothing, unless it was spliced."""

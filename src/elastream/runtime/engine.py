@@ -139,8 +139,9 @@ class ThreadRunHandle:
                 return
         callback()
 
-    def splice(self, unit: str) -> tuple[bool, str]:
-        """Let held unit ``unit`` run through its split, replicas and merge from now on (if it is bypassed)."""
+    def splice(self, unit: str) -> tuple[bool, str, float]:
+        """Let held unit ``unit`` run through its split, replicas and merge from now on (if it is bypassed):
+        (done, why not, seconds its stream stood still)."""
         return self.bypasses.splice(unit)
 
     def add_period_listener(self, listener: PeriodListener) -> None:

@@ -33,11 +33,10 @@ A move of partition ``p`` from replica ``a`` to ``b``:
 
 1. the split stops routing ``p`` (its new tuples are held, with their serial
    numbers), takes ``p``'s tuples out of the pieces still queued for ``a``
-   (held too, ahead of the new ones) and sends ``a`` an export request right
-   behind what ``a`` has been sent already — so a move waits for ``a``'s
-   window, not for its queue;
-2. ``a`` answers the request as soon as it finishes the piece in hand, not in
-   stream order: it takes ``p``'s tuples out of what its input port holds ahead
+   (held too, ahead of the new ones) and sends ``a`` an export request ahead
+   of what it still queues for ``a``;
+2. ``a`` answers the request as soon as it finishes the piece (or 10 ms slice)
+   in hand, not in stream order: it takes ``p``'s tuples out of what its input port holds ahead
    of the request (:mod:`elastream.ordered.early_export`), removes the state of
    ``p``'s keys from its operator (``export_state`` of key group ``p``: a keyed
    split's partitions are the operator's key groups) and returns both through

@@ -100,6 +100,8 @@ class ExecutionMode:
     processes: int = 1
     backend: str = "auto"
     replicate: bool = False
+    model: str = "dynamic"
+    """The threading model (``Runner(model=...)``): the worker pool, a thread per operator, one fused thread."""
     heavy: bool = False
     marks: tuple[str, ...] = ()
     """pytest markers of every test run under this mode (``spark``)."""
@@ -122,6 +124,8 @@ class ExecutionMode:
     def runner_options(self, flow: es.Flow) -> dict[str, Any]:
         """The ``es.Runner`` keywords of this mode for ``flow``."""
         options: dict[str, Any] = {"threads": self.threads, "processes": self.processes, "backend": self.backend}
+        if self.model != "dynamic":
+            options = {"model": self.model, "processes": self.processes, "backend": self.backend}
         if self.replicate:
             replicas = {name: 2 for name in replicable_operators(flow)}
             if replicas:
@@ -164,6 +168,10 @@ class ExecutionMode:
 MODES: tuple[ExecutionMode, ...] = (
     ExecutionMode("1thr", threads=1),
     ExecutionMode("4thr", threads=4),
+    # Policies do not choose under these two (a thread per operator; one thread, few queues): CI runs them
+    # under the default policy only, like the heavy modes.
+    ExecutionMode("manual", model="manual", heavy=True),
+    ExecutionMode("dedicated", model="dedicated", heavy=True),
     ExecutionMode("2proc", processes=2, heavy=True),
     ExecutionMode("2proc-replicas", processes=2, replicate=True, heavy=True),
     ExecutionMode("spark", backend="spark", heavy=True, marks=("spark",)),

@@ -55,6 +55,10 @@ class Runner:
     ``ordering`` and ``process_options`` (:mod:`elastream.runtime.config`). ``elastic``: True (the
     default) sizes the levels the caller did not give while the flow runs — ``threads`` and
     ``processes`` given fix theirs —, False turns that off, ``es.Elastic(...)`` tunes it.
+    ``model``: the threading model (IBM Streams §2.2) — "dynamic" (the default: the worker pool,
+    elastic unless counts are given), "dedicated" (one thread per operator, each blocking on its own
+    input; no policy, no elasticity) or "manual" (one thread runs the whole flow, fused wide:
+    stateful operators and sinks join their chains, so fewer queues remain; no elasticity).
     """
 
     def __init__(self, threads: int | None = None, processes: int | None = None,
@@ -62,19 +66,20 @@ class Runner:
                  max_queue_size: int = 2048, quantum_ms: float = 50.0, batch_size: int = 512, seed: int | None = None,
                  replicas: Any = None, placement: Any = "auto", backend: str = "auto", elastic: Any = True,
                  scheduling: SchedulingConfig | None = None, ordering: OrderingConfig | None = None,
-                 process_options: ProcessConfig | None = None, **renamed: Any):
+                 process_options: ProcessConfig | None = None, model: str = "dynamic", **renamed: Any):
         for name in renamed:
             if name in RENAMED:
                 raise TypeError(f"Runner({name}=...) has moved: use {RENAMED[name]}")
             raise TypeError(f"Runner() got an unexpected keyword argument {name!r}")
-        self.elastic = elastic_from(elastic)
+        _check_model(model, threads, elastic, backend)
+        self.elastic = elastic_from(elastic) if model == "dynamic" else None
         self.fixed = Fixed(threads=threads is not None, processes=processes is not None)
         self.config = RunConfig(
             threads=1 if threads is None else threads, processes=1 if processes is None else processes, policy=policy, seed=seed, max_queue_size=max_queue_size,
             quantum_ms=quantum_ms, batch_size=batch_size, backend=backend, replicas=replicas, placement=placement,
             scheduling=scheduling or SchedulingConfig(), ordering=ordering or OrderingConfig(),
             process=process_options or ProcessConfig(),
-            gc_threshold=gc_threshold_from_env(gc_tuning.RUN_THRESHOLD))
+            gc_threshold=gc_threshold_from_env(gc_tuning.RUN_THRESHOLD), model=model)
         create_policy(policy, seed=seed)  # fail fast on an unknown name
 
     @property
@@ -154,3 +159,20 @@ class Runner:
         except OperatorError as error:
             # The error's cause holds the user's traceback: the backend's frames would only bury it.
             raise error.with_traceback(None)
+
+
+def _check_model(model: str, threads: int | None, elastic: Any, backend: str) -> None:
+    """Fail at once on a threading model that conflicts with the other options, saying what to change."""
+    if model == "dynamic":
+        return
+    if model == "manual" and threads not in (None, 1):
+        raise ValueError(f"Runner(model='manual', threads={threads}): the manual model runs the whole flow on one "
+                         "thread; leave threads out, or use model='dynamic'")
+    if model == "dedicated" and threads is not None:
+        raise ValueError(f"Runner(model='dedicated', threads={threads}): the dedicated model runs one thread per "
+                         "operator; leave threads out, or use model='dynamic'")
+    if elastic is not True and elastic is not False and elastic is not None:
+        raise ValueError(f"Runner(model={model!r}, elastic=...): only the dynamic model is elastic")
+    if backend == "spark":
+        raise ValueError(f"Runner(model={model!r}, backend='spark'): Spark runs its own executors; "
+                         "threading models apply to the threads and processes backends")

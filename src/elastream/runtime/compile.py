@@ -92,7 +92,8 @@ def make_task(name: str, op: Operator, index: int, *, batch_size: int, threads: 
 
 
 def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: int = 1,
-                 reorder: str = "nonblocking", partitioning: str = "hybrid", fuse: bool = False) -> CompiledFlow:
+                 reorder: str = "nonblocking", partitioning: str = "hybrid", fuse: bool = False,
+                 wide: bool = False) -> CompiledFlow:
     """Create one task per operator (per fused chain with ``fuse``) and one buffer per input port.
 
     A port holds ``max_queue_size`` tuples, or more when its operator declares
@@ -105,12 +106,13 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
     With ``fuse``, each maximal chain of consecutive stateless function operators
     runs as one task (:mod:`elastream.runtime.fusion`). Off by default here, so
     tests driving tasks one by one see one task per operator; runs take it from
-    ``SchedulingConfig(fuse=...)``, on by default.
+    ``SchedulingConfig(fuse=...)``, on by default. ``wide`` fuses stateful operators and sinks too
+    (the manual model: :func:`~elastream.runtime.fusion.fusable`).
     """
     flow.validate()
     instances = {name: handle.operator.instantiate() for name, handle in flow.operators.items()}
     specs = {name: op.spec() for name, op in instances.items()}
-    chains = find_chains(flow, specs, instances, threads) if fuse else []
+    chains = find_chains(flow, specs, instances, threads, wide) if fuse else []
     chain_of = {name: chain for chain in chains for name in chain}
     tasks: dict[str, Task] = {}       # by task name
     task_of: dict[str, Task] = {}     # by operator name (every member of a chain maps to its task)

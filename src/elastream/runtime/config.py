@@ -31,6 +31,9 @@ from elastream.ordered.reorder import REORDER_SCHEMES
 
 #: Environment variable that sets the young-generation GC threshold during runs ("off": leave it alone).
 GC_THRESHOLD_ENV = "ELASTREAM_GC_THRESHOLD"
+#: Threading models ``Runner(model=...)`` knows (IBM Streams §2.2): the worker pool, a thread per operator,
+#: one thread for the whole flow.
+MODELS = ("dynamic", "dedicated", "manual")
 #: Backends ``Runner(backend=...)`` knows; "auto" picks threads or processes from ``processes``.
 BACKENDS = ("auto", "threads", "processes", "spark")
 START_METHODS = ("forkserver", "spawn")
@@ -158,6 +161,9 @@ class RunConfig:
     ordering: OrderingConfig = field(default_factory=OrderingConfig)
     process: ProcessConfig = field(default_factory=ProcessConfig)
     gc_threshold: int | None = None
+    model: str = "dynamic"
+    """The threading model (:data:`MODELS`): "dynamic" the worker pool, "dedicated" one thread per
+    operator (:mod:`elastream.runtime.dedicated`), "manual" one thread running the flow fused wide."""
 
     def __post_init__(self) -> None:
         if self.threads < 1:
@@ -170,6 +176,8 @@ class RunConfig:
             raise ValueError("batch_size must be >= 1")
         if not self.quantum_ms > 0:
             raise ValueError("quantum_ms must be > 0")
+        if self.model not in MODELS:
+            raise ValueError(f"unknown model {self.model!r}; choose one of {', '.join(MODELS)}")
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if not (self.replicas is None or self.replicas == "auto" or isinstance(self.replicas, Mapping)):

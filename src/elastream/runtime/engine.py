@@ -50,7 +50,7 @@ class ThreadRunHandle:
         scheduling, ordering = config.scheduling, config.ordering
         compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=config.batch_size,
                                 threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning,
-                                fuse=scheduling.fuse)
+                                fuse=scheduling.fuse and config.model != "dedicated", wide=config.model == "manual")
         self._instances = compiled.instances  # every operator's run instance, fused chains' members too
         self.bypasses = Bypasses.install(compiled, config.bypass, config.batch_size, config.max_queue_size)
         """Held units running unreplicated until their first replica joins (:meth:`splice`)."""
@@ -78,12 +78,18 @@ class ThreadRunHandle:
     def _start(self) -> None:
         self._started = perf_counter()
         self._gc_relaxed = gc_tuning.relax(self.config.gc_threshold)
-        self.pool.start(self.config.threads)
+        if self.config.model == "dedicated":
+            self.pool.start_dedicated(self.sched.tasks)
+        else:
+            self.pool.start(self.config.threads)
         self.monitor.start()
 
     # -- control -------------------------------------------------------------------
     def set_threads(self, n: int) -> int:
         """Change the number of worker threads while the flow runs."""
+        if self.config.model != "dynamic":
+            raise ValueError(f"model={self.config.model!r} fixes its threads (one per operator, or one); "
+                             "only the dynamic model's pool can change size")
         return self.pool.resize(n)
 
     @property

@@ -10,7 +10,7 @@ hop for the whole chain instead of one per operator. Per batch the chain runs
 its steps (:func:`plan_steps`, made once when it opens, never per tuple) over
 the whole list: each run of two or more Maps is one generated list
 comprehension calling their functions on each tuple in turn
-(:class:`_Composed`, as a hand-unrolled loop would), every other member its
+(:class:`Composed`, as a hand-unrolled loop would), every other member its
 own ``on_batch``.
 
 What stays per operator:
@@ -41,9 +41,7 @@ under it by :meth:`FusedChain.counters`.
 
 from __future__ import annotations
 
-import os
 import threading
-import types
 from collections.abc import Callable, Sequence
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -51,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from elastream.operators.base import FunctionOperator, Operator
 from elastream.operators.spec import Driver, Kind, OperatorSpec
 from elastream.operators.user_code import note_failed_record
+from elastream.runtime.composed import NO_RECORD, Composed
 from elastream.runtime.context import Context
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,19 +57,30 @@ if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.task import Task
 
 
-def fusable(op: Operator, spec: OperatorSpec) -> bool:
-    """May this operator be a member of a fused chain? (Its spec says so, not its class.)"""
-    return (spec.kind is Kind.STATELESS and spec.driver is Driver.BATCH and spec.inputs == 1 and spec.outputs == 1
+def fusable(op: Operator, spec: OperatorSpec, wide: bool = False) -> bool:
+    """May this operator be a member of a fused chain? (Its spec says so, not its class.)
+
+    ``wide`` (the manual model, one thread for the whole flow: nothing runs beside a chain, nothing is
+    replicated) also fuses stateful and partitioned batch operators, and sinks (as a chain's last member).
+    """
+    kinds = _WIDE_KINDS if wide else _STATELESS
+    return (spec.kind in kinds and spec.driver is Driver.BATCH and spec.inputs == 1
+            and (spec.outputs == 1 or (wide and spec.kind is Kind.SINK and spec.outputs == 0))
             and spec.reports_as is None and not op.control_inputs and not op.required_outputs())
 
 
+_STATELESS = frozenset({Kind.STATELESS})
+_WIDE_KINDS = frozenset({Kind.STATELESS, Kind.PARTITIONED, Kind.STATEFUL, Kind.SINK})
+
+
 def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str, Operator],
-                threads: int = 1) -> list[tuple[str, ...]]:
+                threads: int = 1, wide: bool = False) -> list[tuple[str, ...]]:
     """The maximal chains (two operators or more) that may run as one task, each in flow order; chains in flow order.
 
     With ``threads > 1`` only members that several workers may run at once fuse: a chain
     of them is shared like one stateless operator, while fusing an operator bound to one
     worker would take from its neighbours the worker they could run on beside it.
+    ``wide``: see :func:`fusable` (a sink has no output, so it can only end a chain).
 
     Example: for ``src → a(map) → b(filter) → k(keyed) → c(map) → d(map) → out`` the chains are
     ``[("a", "b"), ("c", "d")]``.
@@ -81,7 +91,7 @@ def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str,
         outs[c.src] = outs.get(c.src, 0) + 1
         ins[c.dst] = ins.get(c.dst, 0) + 1
     ok = {name for name, op in instances.items()
-          if fusable(op, specs[name]) and (threads == 1 or specs[name].max_workers > 1)}
+          if fusable(op, specs[name], wide) and (threads == 1 or specs[name].max_workers > 1)}
     following: dict[str, str] = {}
     for c in flow.connections:
         if (c.src in ok and c.dst in ok and c.src_port == 0 and c.dst_port == 0
@@ -99,7 +109,9 @@ def find_chains(flow: Flow, specs: dict[str, OperatorSpec], instances: dict[str,
 
 
 def chain_spec(specs: Sequence[OperatorSpec]) -> OperatorSpec:
-    """The spec of a chain of ``specs``: stateless, one in, one out; workers bounded by its tightest member.
+    """The spec of a chain of ``specs``: one in, out as its last member; workers bounded by its tightest member.
+
+    Stateless when every member is; a wide chain (the manual model) is a sink when one ends it, else stateful.
 
     Its declared cost is per input tuple of the chain: each member's cost weighted by
     the selectivity of the members before it (1 where undeclared); None if any is unknown.
@@ -110,8 +122,10 @@ def chain_spec(specs: Sequence[OperatorSpec]) -> OperatorSpec:
         reach = selectivity if selectivity is not None else 1.0
         cost = None if cost is None or s.cost_us is None else cost + s.cost_us * reach
         selectivity = None if selectivity is None or s.selectivity is None else selectivity * s.selectivity
+    kinds = {s.kind for s in specs}
+    kind = Kind.STATELESS if kinds == {Kind.STATELESS} else Kind.SINK if specs[-1].kind is Kind.SINK else Kind.STATEFUL
     return OperatorSpec(
-        kind=Kind.STATELESS, inputs=1, outputs=1, driver=Driver.BATCH,
+        kind=kind, inputs=1, outputs=specs[-1].outputs, driver=Driver.BATCH,
         max_workers=min(s.max_workers for s in specs), one_to_one=all(s.one_to_one for s in specs),
         input_capacity=specs[0].input_capacity, output_capacity=specs[-1].output_capacity,
         cost_us=cost, selectivity=selectivity)
@@ -149,60 +163,6 @@ class _MemberView:
 SAMPLE_EVERY = 64
 
 
-class _Composed:
-    """Consecutive Map members called as one generated list comprehension (made once, when the chain opens).
-
-    ``run(items, port)`` is ``[fk(...f1(f0(x))) for x in items]`` with each call on
-    a line of its own, so the line a failure was raised from in the comprehension
-    (``code``) tells which member raised (``member_of_line``).
-    """
-
-    __slots__ = ("run", "code", "member_of_line", "fns")
-
-    def __init__(self, fns: Sequence[Callable[[Any], Any]], label: str):
-        n = len(fns)
-        names = [f"f{i}" for i in range(n)]
-        head = [f"def make({', '.join(names)}):",
-                f"    def run(items, port, {', '.join(f'{f}={f}' for f in names)}):",
-                "        return ["]
-        calls = [f"            {names[i]}(" for i in range(n - 1, 0, -1)] + ["            f0(x" + ")" * n]
-        tail = ["            for x in items]", "    return run"]
-        scope: dict[str, Any] = {}
-        # Named inside the package, so error reports leave these frames out as they do the engine's own.
-        filename = os.path.join(os.path.dirname(__file__), f"<fused {label}>")
-        exec(compile("\n".join(head + calls + tail) + "\n", filename, "exec"), scope)  # noqa: S102
-        self.fns = tuple(fns)
-        self.run: Callable[[list, int], list] = scope["make"](*fns)
-        self.code = next(c for c in self.run.__code__.co_consts if isinstance(c, types.CodeType))
-        last_line = len(head) + 1                 # the outermost call: the last member's
-        self.member_of_line = {last_line + (n - 1 - i): i for i in range(n)}
-
-    def failure(self, exc: BaseException) -> tuple[int | None, Any]:
-        """(member index within the run, the record it got) of an exception raised inside ``run``.
-
-        The comprehension holds only the run's input record, so the members before
-        the failing one are called once more on that one record to find what it got
-        (``_NO_RECORD`` if that fails in turn).
-        """
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code is not self.code:
-            tb = tb.tb_next
-        if tb is None:
-            return None, _NO_RECORD
-        member = self.member_of_line.get(tb.tb_lineno)
-        record = tb.tb_frame.f_locals.get("x", _NO_RECORD)
-        if member is None or record is _NO_RECORD:
-            return member, _NO_RECORD
-        try:
-            for fn in self.fns[:member]:
-                record = fn(record)
-        except Exception:  # noqa: BLE001 - the member is known; only its record is not
-            return member, _NO_RECORD
-        return member, record
-
-
-#: The record a composed member failed on could not be told.
-_NO_RECORD: Any = object()
 
 
 def composable(spec: OperatorSpec) -> bool:
@@ -243,7 +203,7 @@ class FusedChain(FunctionOperator):
     kind = Kind.STATELESS
 
     def __init__(self, names: Sequence[str], members: Sequence[Operator], specs: Sequence[OperatorSpec]):
-        super().__init__(inputs=1, outputs=1)
+        super().__init__(inputs=1, outputs=specs[-1].outputs)  # no output when a sink ends it (wide fusion)
         self.names = tuple(names)
         self.members = tuple(members)
         self._specs = tuple(specs)
@@ -263,7 +223,7 @@ class FusedChain(FunctionOperator):
         self._contexts: tuple[Context, ...] = ()
         self._stages: tuple[Callable[[list, int], Any], ...] = ()
         # Steps of the composed path: (first member, members, call, composed run or None).
-        self._steps: tuple[tuple[int, int, Callable[[list, int], Any], _Composed | None], ...] = ()
+        self._steps: tuple[tuple[int, int, Callable[[list, int], Any], Composed | None], ...] = ()
         self._sampled_s = [0.0] * n      # per member: time measured in the stage-by-stage batches
         self._shares = [1.0] * n         # per member: its share of its composed step's time
         self._countdown = 0
@@ -330,11 +290,11 @@ class FusedChain(FunctionOperator):
         self._step_in, self._step_out, self._step_s = [0] * steps, [0] * steps, [0.0] * steps
         self._countdown = 0
 
-    def _make_step(self, first: int, count: int) -> tuple[int, int, Callable[[list, int], Any], _Composed | None]:
+    def _make_step(self, first: int, count: int) -> tuple[int, int, Callable[[list, int], Any], Composed | None]:
         if count == 1:
             return first, 1, self._stages[first], None
         fns = [self._specs[j].declared.fn for j in range(first, first + count)]  # type: ignore[union-attr]
-        composed = _Composed(fns, f"{self.names[first]}..{self.names[first + count - 1]}")  # type: ignore[arg-type]
+        composed = Composed(fns, f"{self.names[first]}..{self.names[first + count - 1]}")  # type: ignore[arg-type]
         return first, count, composed.run, composed
 
     def close(self) -> None:
@@ -457,7 +417,7 @@ class FusedChain(FunctionOperator):
         offset, record = composed.failure(exc)
         member = first + (offset or 0)
         self._fail(member)
-        if record is not _NO_RECORD and isinstance(exc, Exception):
+        if record is not NO_RECORD and isinstance(exc, Exception):
             note_failed_record(exc, self.members[member].describe(), record)
 
     def on_inputs_closed(self) -> list | None:

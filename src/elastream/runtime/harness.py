@@ -104,6 +104,7 @@ class _StepWorker:
     """What the scheduler reads of a worker: never retiring; idle time is not measured here."""
 
     __slots__ = ("idle_s", "retiring", "index")
+    own = None  # any task (the dedicated model binds real workers only)
 
     def __init__(self) -> None:
         self.idle_s = 0.0

@@ -22,7 +22,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from elastream.runtime.blame import named_failure
 from elastream.runtime.clock import Clock, resolve
+from elastream.runtime.dedicated import next_own
 from elastream.runtime.states import OperatorState
 from elastream.runtime.poller import ExternalPoller
 from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
@@ -136,21 +138,19 @@ class Scheduler:
         Only a failure takes effect now; the last worker's outcome decides the task's state.
         """
         if type(outcome) is Failed:
-            self._record_failure(*_named_failure(task, outcome))
+            self._record_failure(*named_failure(task, outcome))
         elif task not in self.ready and task.shareable():
             self.ready[task] = None
             if self.idle_workers:
                 self.cond.notify()
 
     def _next_locked(self, worker: Worker, block: bool = True) -> Task | None:
+        if worker.own is not None:  # the dedicated model: this worker runs its one operator only
+            return next_own(self, worker, block)
         while True:
             if worker.retiring or self.finished.is_set():
                 return None
-            now = self.now()
-            if self._timers:
-                self._fire_timers(now)
-            if self._next_periodic <= now:
-                self._run_periodic(now)
+            now = self.fire_due(self.now())
             ready = self.ready
             if ready:
                 task = self.policy.pick(ready.keys(), now) if len(ready) > 1 else next(iter(ready))
@@ -200,7 +200,7 @@ class Scheduler:
         elif type(outcome) is ExternalWait:
             self._mark_external_blocked(task, outcome)
         elif type(outcome) is Failed:
-            self._record_failure(*_named_failure(task, outcome))
+            self._record_failure(*named_failure(task, outcome))
             self._mark_completed(task)
         else:
             error = TypeError(f"operator {task.name!r} suspended with unknown message {outcome!r}; "
@@ -222,7 +222,7 @@ class Scheduler:
 
     # -- Algorithm 4: markReadBlocked -------------------------------------------
     def _mark_read_blocked(self, task: Task, wait: ReadWait) -> None:
-        if self.shutdown_requested or _cannot_block(wait):
+        if self.shutdown_requested or wait.cannot_block():
             self._make_ready(task)
             return
         if task.implicit_waits:
@@ -315,6 +315,28 @@ class Scheduler:
             if self.idle_workers:
                 self.cond.notify()  # an idle worker must recompute its wait timeout
 
+    def fire_due(self, now: float) -> float:
+        """Wake the sleepers whose timers are due and make the periodic call if due (lock held); returns ``now``."""
+        if self._timers:
+            self._fire_timers(now)
+        if self._next_periodic <= now:
+            self._run_periodic(now)
+        return now
+
+    @property
+    def timers(self) -> list[tuple[float, int, Task]]:
+        """The pending timers, a heap by due time (lock held to read it)."""
+        return self._timers
+
+    @property
+    def next_periodic_due(self) -> float:
+        """When the periodic call is due next (inf: none)."""
+        return self._next_periodic
+
+    def keep_periodic(self, worker: Worker | None) -> None:
+        """Record the idle worker whose wait is bounded by the periodic call (None: it woke); lock held."""
+        self._periodic_keeper = worker
+
     def _run_periodic(self, now: float) -> None:
         self._next_periodic = now + self._periodic_s
         self._periodic(now)  # type: ignore[misc]
@@ -333,6 +355,8 @@ class Scheduler:
         self._leave_blocked(task)
         self.ready.pop(task, None)
         task.state = DONE
+        if task.waker is not None:
+            task.waker.notify()  # its dedicated worker ends with it
         self.live -= 1
         for subs in task.outputs:
             for buf in subs:
@@ -436,7 +460,9 @@ class Scheduler:
             self._leave_blocked(task)
         task.state = READY
         self.ready[task] = None
-        if self.idle_workers:
+        if task.waker is not None:
+            task.waker.notify()           # its dedicated worker (runtime.dedicated)
+        elif self.idle_workers:
             self.cond.notify()
 
     # -- reconfiguration hooks (runtime.refuse; lock held) ------------------------------------------
@@ -471,30 +497,3 @@ class Scheduler:
     def snapshot_states(self) -> dict[str, str]:
         """Operator name → state name (for progress displays)."""
         return {t.name: t.state.value for t in self.tasks}
-
-
-def _named_failure(task: Task, outcome: Failed) -> tuple[str, Failed]:
-    """The operator a failure names: the member of a fused chain that raised (runtime.fusion, also when
-    the chain is a replica's operator), the user's operator of a replica (the details say which
-    replica), else the task's own."""
-    member = getattr(task.op, "failed_member", None)
-    if member is not None:
-        return member, outcome
-    origin = task.spec.reports_as
-    member = getattr(getattr(task.op, "inner", None), "failed_member", None)  # a replica of a fused chain
-    if member is not None:
-        return member, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}")
-    if origin is None:
-        return task.name, outcome
-    return origin, Failed(outcome.error, f"in replica {task.name!r}\n{outcome.details}")
-
-
-def _cannot_block(wait: ReadWait) -> bool:
-    """Algorithm 4's early return: closed ports make the wait unsatisfiable.
-
-    Stricter than the paper's "any port closed": a closed port that still holds
-    enough tuples does not end the wait, or the operator would spin.
-    """
-    if wait.mode is WaitMode.CONJ:
-        return any(b.closed and b.count < c for b, c in wait.spec)
-    return all(b.closed and b.count < c for b, c in wait.spec)

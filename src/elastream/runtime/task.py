@@ -23,6 +23,8 @@ from elastream.runtime.states import OperatorState
 from elastream.runtime.traps import COMPLETED, PREEMPT, ExternalWait, Outcome, ReadWait, Sleep, WaitMode, WriteWait
 
 if TYPE_CHECKING:  # pragma: no cover
+    import threading
+
     from elastream.operators.base import Operator
     from elastream.operators.spec import OperatorSpec
     from elastream.runtime.buffer import PortBuffer
@@ -41,6 +43,8 @@ class Task:
     implicit_waits = True
     #: True when several workers may run this task at once (dynamic allotment, see runtime.allotment).
     shared = False
+    #: The condition its dedicated worker waits on (the dedicated model, runtime.dedicated); None: any worker.
+    waker: threading.Condition | None = None
     #: The run's clock (seconds); the scheduler sets each task's to its own (an injectable clock, see
     #: runtime.clock), bound once so a batch pays one plain call as with perf_counter.
     now = staticmethod(REAL_CLOCK.now)

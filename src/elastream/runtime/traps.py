@@ -32,6 +32,16 @@ class ReadWait:
     spec: tuple[tuple[PortBuffer, int], ...]
     mode: WaitMode
 
+    def cannot_block(self) -> bool:
+        """Algorithm 4's early return: closed ports make the wait unsatisfiable.
+
+        Stricter than the paper's "any port closed": a closed port that still holds
+        enough tuples does not end the wait, or the operator would spin.
+        """
+        if self.mode is WaitMode.CONJ:
+            return any(b.closed and b.count < c for b, c in self.spec)
+        return all(b.closed and b.count < c for b, c in self.spec)
+
 
 @dataclass(frozen=True, slots=True)
 class WriteWait:

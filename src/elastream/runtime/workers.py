@@ -30,6 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover
 class Worker:
     """One worker thread and its utilisation counters."""
 
+    #: The one task this worker runs under the dedicated model (runtime.dedicated); None: any task.
+    own: Task | None = None
+
     def __init__(self, pool: WorkerPool, index: int):
         self.pool = pool
         self.index = index
@@ -149,6 +152,22 @@ class WorkerPool:
                 self.workers.append(w)
         self.sched.wake_all()
         return n
+
+    def start_dedicated(self, tasks: list[Task]) -> int:
+        """Start one worker per task, each running only its own (the dedicated model); return the count."""
+        from elastream.runtime.dedicated import bind
+
+        with self._lock:
+            for task in tasks:
+                bind(self.sched, task)
+                w = Worker(self, self._next_index)
+                w.own = task
+                w.thread.name = f"elastream-{task.name}"[:60]
+                self._next_index += 1
+                w.thread.start()
+                self.workers.append(w)
+            self.target = len(tasks)
+        return len(tasks)
 
     @property
     def active(self) -> int:

@@ -21,10 +21,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from time import perf_counter
 
-from elastream.errors import ElastreamError, OperatorError
+from elastream.errors import ElastreamError
 from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats
 from elastream.operators.base import Operator
+from elastream.policies.failures import guarded_ticks, run_error
 from elastream.policies.registry import create as create_policy
 from elastream.runtime import gc_tuning
 from elastream.runtime.bypass import Bypasses
@@ -67,7 +68,8 @@ class ThreadRunHandle:
         self.periods = PeriodSampler(self.stats)
         """One statistics snapshot per period, for every controller that listens (:meth:`add_period_listener`)."""
         if getattr(self.policy, "wants_ticks", False):
-            self.add_period_listener(self.policy.on_tick)  # policies read the same one snapshot a period
+            # Policies read the same one snapshot a period; one that raises stops the flow, named.
+            self.add_period_listener(guarded_ticks(self.policy, self.sched))
         self._started = perf_counter()
         self._ended: float | None = None
         self._result: RunResult | None = None
@@ -172,6 +174,8 @@ class ThreadRunHandle:
         try:
             while not self.sched.finished.wait(wait_slice(deadline)):
                 if not any(w.alive for w in self.pool.workers) and not self.sched.finished.is_set():
+                    if self.sched.failure is not None:
+                        break  # what stopped the workers is reported by _finish, never hidden by this
                     raise ElastreamError("every worker thread exited before the flow finished")
                 if deadline is not None and perf_counter() >= deadline:
                     raise TimeoutError(f"flow {self.flow.name!r} still running after {timeout} s")
@@ -204,7 +208,7 @@ class ThreadRunHandle:
         failure = self.sched.failure
         if failure is not None:
             where, failed = failure
-            raise OperatorError(where, failed.error, failed.details, partial=self._result) from failed.error
+            raise run_error(where, failed, partial=self._result) from failed.error
         return self._result
 
     # -- observation ------------------------------------------------------------------

@@ -201,7 +201,7 @@ class SchedulerHarness:
 
     def states(self) -> dict[str, str]:
         """Operator name → scheduling state name (``ready``, ``read_blocked``, ...)."""
-        return self.sched.snapshot_states()
+        return {t.name: t.state.value for t in self.sched.tasks}
 
     def ready(self) -> list[str]:
         """Names of the READY tasks, in the ready set's current order."""

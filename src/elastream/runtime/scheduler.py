@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from elastream.policies.failures import after_failure
 from elastream.runtime.blame import named_failure
 from elastream.runtime.clock import Clock, resolve
 from elastream.runtime.dedicated import next_own
@@ -153,7 +154,11 @@ class Scheduler:
             now = self.fire_due(self.now())
             ready = self.ready
             if ready:
-                task = self.policy.pick(ready.keys(), now) if len(ready) > 1 else next(iter(ready))
+                try:
+                    task = self.policy.pick(ready.keys(), now) if len(ready) > 1 else next(iter(ready))
+                except Exception as exc:  # noqa: BLE001 - a broken policy stops the flow, named (policies.failures)
+                    self.policy = after_failure(self.policy, "pick", exc, self._record_failure)
+                    continue
                 del ready[task]
                 if self.held and task in self.held:
                     continue                      # a reconfiguration holds it (runtime.refuse)
@@ -493,7 +498,3 @@ class Scheduler:
         """Take ``task`` out of every wait and the ready set (a task being replaced); the caller holds the lock."""
         self._leave_blocked(task)
         self.ready.pop(task, None)
-
-    def snapshot_states(self) -> dict[str, str]:
-        """Operator name → state name (for progress displays)."""
-        return {t.name: t.state.value for t in self.tasks}

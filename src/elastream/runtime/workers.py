@@ -20,6 +20,7 @@ from time import perf_counter, thread_time
 from typing import TYPE_CHECKING
 
 from elastream.errors import operator_traceback
+from elastream.policies.failures import report_quantum_failure
 from elastream.runtime.traps import COMPLETED, Failed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +59,11 @@ class Worker:
                 t0 = now()
                 c0 = thread_time()
                 task.last_scheduled = t0
-                budget = policy_quantum(task, quantum) if policy_quantum else quantum
+                try:
+                    budget = policy_quantum(task, quantum) if policy_quantum else quantum
+                except Exception as exc:  # noqa: BLE001 - a broken policy stops the flow, named (policies.failures)
+                    report_quantum_failure(sched, exc)
+                    policy_quantum, budget = None, quantum
                 outcome = dispatch(sched, task, contexts, t0 + budget)
                 t1 = now()
                 cpu = thread_time() - c0

@@ -6,6 +6,8 @@ TurboStream §V. Pure-Python operators hold the GIL, so only processes add CPU
 parallelism. Reports steady-state throughput (tuples reaching the sink after a
 warm-up that covers process start), the speed-up over P = 1, and the fraction
 of the P-core ideal ``P / (12 × cost)`` — 1,667 tuples/s at P = 2.
+``--placement auto round_robin`` runs each process count under both placement
+plug-ins (TurboStream Fig. 9: its placement against round-robin).
 
 Then the latency of a cross-process hop in the engine: a light flow
 ``RateLimited(stamped) → map → LatencySink`` at ``--hop-rate`` tuples/s, once in
@@ -43,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", type=int, default=32, help="Runner batch_size")
     parser.add_argument("--start-method", choices=("forkserver", "spawn"), default="forkserver",
                         help="how workers start (the Runner's default: forkserver)")
+    parser.add_argument("--placement", nargs="+", choices=("auto", "round_robin"), default=["auto"],
+                        help="placement plug-ins to compare (TurboStream Fig. 9: auto vs round_robin)")
     parser.add_argument("--hop-rate", type=float, default=200.0, help="tuples/s of the hop-latency flow")
     parser.add_argument("--hop-tuples", type=int, default=400, help="tuples of the hop-latency flow (0: skip it)")
 
@@ -50,15 +54,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the chain once per process count; return the JSON-ready result."""
     rows = []
-    for p in args.processes:
+    for p, placement in ((p, placement) for p in args.processes for placement in args.placement):
         flow, sink = build_topology("chain", n_tuples=None, cost_us=args.cost_us, selectivity=1.0, gil="hold",
                                     ops=args.ops, seconds=args.seconds)
         runner = es.Runner(threads=args.threads, processes=p, max_queue_size=args.queue_size,
-                           batch_size=args.batch_size,
+                           batch_size=args.batch_size, placement=placement,
                            process_options=es.ProcessConfig(start_method=args.start_method))
         m = measure_run(runner, flow, sink, seconds=args.seconds, warmup_s=args.warmup)
         ideal = p / (args.ops * args.cost_us * 1e-6)
-        rows.append({"processes": p, "threads": args.threads, "throughput_tuples_per_s": m.throughput,
+        rows.append({"processes": p, "placement": placement, "threads": args.threads,
+                     "throughput_tuples_per_s": m.throughput,
                      "ideal_tuples_per_s": ideal, "fraction_of_ideal": m.throughput / ideal,
                      "p50_latency_ms": m.latency["p50_ms"], "p99_latency_ms": m.latency["p99_ms"],
                      "tuples": m.tuples, "window_s": m.window_s})
@@ -92,10 +97,12 @@ def hop_latency(args: argparse.Namespace) -> dict[str, Any]:
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Render a result of :func:`run` as a rich table."""
     table = Table(title=f"chain of {result['ops']} Busy({result['cost_us']:g} µs, gil=hold) over worker processes")
-    for col in ("processes", "tuples/s", "ideal tuples/s", "fraction of ideal", "speed-up", "p50 ms", "p99 ms"):
+    for col in ("processes", "placement", "tuples/s", "ideal tuples/s", "fraction of ideal", "speed-up", "p50 ms",
+                "p99 ms"):
         table.add_column(col, justify="right")
     for r in result["results"]:
-        table.add_row(str(r["processes"]), fmt(r["throughput_tuples_per_s"], 0), fmt(r["ideal_tuples_per_s"], 0),
+        table.add_row(str(r["processes"]), r.get("placement", "auto"), fmt(r["throughput_tuples_per_s"], 0),
+                      fmt(r["ideal_tuples_per_s"], 0),
                       f"{r['fraction_of_ideal']:.3f}", f"{r['speedup_vs_first']:.2f}",
                       fmt(r["p50_latency_ms"]), fmt(r["p99_latency_ms"]))
     console.print(table)

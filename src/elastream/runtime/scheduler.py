@@ -27,6 +27,7 @@ from elastream.runtime.blame import named_failure
 from elastream.runtime.clock import Clock, resolve
 from elastream.runtime.dedicated import next_own
 from elastream.runtime.states import OperatorState
+from elastream.runtime.timers import TimersAndPeriodic
 from elastream.runtime.poller import ExternalPoller
 from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
                                      WaitMode, WriteWait)
@@ -45,7 +46,7 @@ SLEEPING = OperatorState.SLEEPING
 DONE = OperatorState.COMPLETED
 
 
-class Scheduler:
+class Scheduler(TimersAndPeriodic):
     """Operator states and transitions for one running flow."""
 
     def __init__(self, tasks: list[Task], policy: SchedulingPolicy, *, shutdown_grace_s: float = 1.0,
@@ -274,83 +275,6 @@ class Scheduler:
         with self.lock:
             if task.external_wait:
                 task.external_wait = False
-                self._make_ready(task)
-
-    def work_waiting(self) -> bool:
-        """True when an operator waits for a worker: one is ready, or its timer is due, and no worker is idle.
-
-        A hint, read without the lock (a heap's head is read atomically under the GIL): a due
-        timer moves its operator to ``ready`` only at the next look for work, so both count;
-        an idle worker takes either at once.
-        """
-        if self.idle_workers:
-            return False
-        if self.ready:
-            return True
-        timers = self._timers
-        try:
-            return bool(timers) and timers[0][0] <= self.now()
-        except IndexError:  # emptied by another worker between the two reads
-            return False
-
-    def next_timer(self) -> float | None:
-        """When the earliest pending timer (a sleeping operator's) is due, on the scheduler's clock; None: none."""
-        with self.lock:
-            return self._timers[0][0] if self._timers else None
-
-    @property
-    def periodic_keeper(self) -> Worker | None:
-        """The idle worker whose wait is bounded by the periodic call's due time (None: no idle worker keeps it,
-        e.g. while another worker is busy and will make the call at its next dispatch). Read without the lock."""
-        return self._periodic_keeper
-
-    def set_periodic(self, period_s: float, fn: Callable[[float], None]) -> None:
-        """Call ``fn(now)`` about every ``period_s`` from a worker thread, between two activations.
-
-        Under the scheduler's lock, so ``fn`` must be short and must not call back into the
-        scheduler. Work that would otherwise need a thread of its own waking every period
-        (each wake-up takes the GIL from a computing worker: ~1 ms lost to the hand-over on
-        the 2-vCPU VM) runs where the GIL already is. When every worker is idle, one of them
-        wakes for it; while one is busy, that one makes the call at its next dispatch (after
-        at most its quantum).
-        """
-        with self.lock:
-            self._periodic, self._periodic_s = fn, period_s
-            self._next_periodic = self.now() + period_s
-            if self.idle_workers:
-                self.cond.notify()  # an idle worker must recompute its wait timeout
-
-    def fire_due(self, now: float) -> float:
-        """Wake the sleepers whose timers are due and make the periodic call if due (lock held); returns ``now``."""
-        if self._timers:
-            self._fire_timers(now)
-        if self._next_periodic <= now:
-            self._run_periodic(now)
-        return now
-
-    @property
-    def timers(self) -> list[tuple[float, int, Task]]:
-        """The pending timers, a heap by due time (lock held to read it)."""
-        return self._timers
-
-    @property
-    def next_periodic_due(self) -> float:
-        """When the periodic call is due next (inf: none)."""
-        return self._next_periodic
-
-    def keep_periodic(self, worker: Worker | None) -> None:
-        """Record the idle worker whose wait is bounded by the periodic call (None: it woke); lock held."""
-        self._periodic_keeper = worker
-
-    def _run_periodic(self, now: float) -> None:
-        self._next_periodic = now + self._periodic_s
-        self._periodic(now)  # type: ignore[misc]
-
-    def _fire_timers(self, now: float) -> None:
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            _, seq, task = heapq.heappop(timers)
-            if task.state is SLEEPING and task.sleep_seq == seq:
                 self._make_ready(task)
 
     # -- Algorithm 6: markCompleted ----------------------------------------------

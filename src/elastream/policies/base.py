@@ -15,6 +15,7 @@ not block; it reads only the features listed in :class:`TaskView`.
 from __future__ import annotations
 
 from collections.abc import Collection
+from operator import attrgetter
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,7 +100,7 @@ class BasePolicy:
 
     def starving(self, ready: Collection[TaskView], now: float) -> TaskView | None:
         """The least recently run ready operator if it has waited past ``starvation_s``."""
-        oldest = min(ready, key=_last_scheduled)
+        oldest = min(ready, key=last_scheduled_key)
         return oldest if now - oldest.last_scheduled > self.starvation_s else None
 
     def _tie_break(self, best: list[TaskView]) -> TaskView:
@@ -109,5 +110,5 @@ class BasePolicy:
         return f"<policy {self.name}>"
 
 
-def _last_scheduled(task: TaskView) -> float:
-    return task.last_scheduled
+#: The key ordering operators by when they were last run (read in C: no Python call per operator).
+last_scheduled_key = attrgetter("last_scheduled")

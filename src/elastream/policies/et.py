@@ -8,7 +8,7 @@ no other operator has a positive priority (least recently run first).
 
 from __future__ import annotations
 
-from elastream.policies.base import BasePolicy
+from elastream.policies.base import BasePolicy, last_scheduled_key
 from elastream.policies.registry import register
 
 UNMEASURED_COST = 1e-6  # seconds per tuple assumed before an operator has run
@@ -24,12 +24,15 @@ class EstimatedTimePolicy(BasePolicy):
             return old
         best, top = None, 0.0
         for t in ready:
-            p = priority(t)
+            queued = t.queued
+            if not queued or t.workers >= t.max_workers:
+                continue  # priority 0 never wins
+            p = queued * (t.cost_per_tuple or UNMEASURED_COST) / (t.workers + 1)  # priority(t), its queue read once
             if p > top:
                 best, top = t, p
         if best is not None:
             return best
-        return min(ready, key=lambda t: t.last_scheduled)
+        return min(ready, key=last_scheduled_key)
 
 
 def priority(task) -> float:

@@ -5,7 +5,7 @@ Also what IBM Streams' free list approximates (§4.1.5).
 
 from __future__ import annotations
 
-from elastream.policies.base import BasePolicy
+from elastream.policies.base import BasePolicy, last_scheduled_key
 from elastream.policies.registry import register
 
 
@@ -14,8 +14,5 @@ class LeastRecentlyRunPolicy(BasePolicy):
     """Minimum last-scheduled time wins."""
 
     def pick(self, ready, now):
-        return min(ready, key=_last_scheduled)
+        return min(ready, key=last_scheduled_key)
 
-
-def _last_scheduled(task) -> float:
-    return task.last_scheduled

@@ -15,12 +15,19 @@ class LastInPipelinePolicy(BasePolicy):
     """Latest operator with work wins."""
 
     def pick(self, ready, now):
+        """One pass over ``ready``: the latest in pipeline order with input, else the latest."""
         old = self.starving(ready, now)
         if old is not None:
             return old
-        with_input = [t for t in ready if t.queued > 0]
-        return max(with_input or ready, key=_pipeline_order)
+        latest = with_input = None
+        latest_key = input_key = (_BEFORE_ALL, _BEFORE_ALL)
+        for t in ready:
+            key = (t.position, t.index)
+            if key > latest_key:
+                latest, latest_key = t, key
+            if key > input_key and t.queued > 0:
+                with_input, input_key = t, key
+        return with_input if with_input is not None else latest
 
 
-def _pipeline_order(task) -> tuple[int, int]:
-    return task.position, task.index
+_BEFORE_ALL = float("-inf")  # a pipeline position before every operator's

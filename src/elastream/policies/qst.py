@@ -35,18 +35,28 @@ class QueueSizeThrottlingPolicy(BasePolicy):
         self._cs_total = sum(self._cs.values())
 
     def pick(self, ready, now):
+        """One pass over ``ready``: the earliest in pipeline order under its threshold, else the earliest.
+
+        The same choice as sorting ``ready`` by pipeline order and taking the first under its
+        threshold (keys are unique), without the sort; a threshold is read only for an operator
+        earlier than the best found so far.
+        """
         old = self.starving(ready, now)
         if old is not None:
             return old
         cs = self._cs
         # Before the first period every operator counts cs = 1 (nothing measured yet).
         total = self._cs_total or float(len(ready))
-        ordered = sorted(ready, key=_pipeline_order)
-        for t in ordered:
-            if t.output_queued() < self.capacity * cs.get(t.name, 1.0) / total:
-                return t
-        return ordered[0]
+        capacity = self.capacity
+        earliest = best = None
+        earliest_key = best_key = (_AFTER_ALL, _AFTER_ALL)
+        for t in ready:
+            key = (t.position, t.index)
+            if key < earliest_key:
+                earliest, earliest_key = t, key
+            if key < best_key and t.output_queued() < capacity * cs.get(t.name, 1.0) / total:
+                best, best_key = t, key
+        return best if best is not None else earliest
 
 
-def _pipeline_order(task) -> tuple[int, int]:
-    return task.position, task.index
+_AFTER_ALL = float("inf")  # a pipeline position after every operator's

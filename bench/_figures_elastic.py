@@ -125,8 +125,11 @@ def plot_shape(data: dict[str, Any], path: str, title: str) -> str:
         ys = [p["best_static_tuples_per_s"] if i == 0 else
               next((e["steady_tuples_per_s"] for e in p["elastic"] if e["config"] == label), None) for p in summary]
         ax.bar([p["phase"] + i * width for p in summary], [y or 0 for y in ys], width, label=label)
-    ax.set(xlabel="load phase", ylabel="steady tuples/s", xticks=[p["phase"] + 0.4 - width / 2 for p in summary],
-           xticklabels=[str(p["phase"]) for p in summary])
+    costs = data["elastic"]["shapes"][0].get("costs_us") or []
+    names = [f"phase {p['phase']}" + (f": {'/'.join(f'{c:g}' for c in sorted(set(costs[p['phase']])))} µs"
+                                      if p["phase"] < len(costs) else "") for p in summary]
+    ax.set(xlabel="load phase (busy cost per tuple)", ylabel="steady tuples/s",
+           xticks=[p["phase"] + 0.4 - width / 2 for p in summary], xticklabels=names)
     ax.legend(fontsize="small")
     return save(fig, path, title)
 

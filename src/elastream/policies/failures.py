@@ -26,11 +26,14 @@ Example::
 
 from __future__ import annotations
 
+import os
+import traceback
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from elastream.errors import OperatorError, operator_traceback
+from elastream.errors import OperatorError
 from elastream.runtime.traps import Failed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -39,6 +42,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.scheduler import Scheduler
 
 Record = Callable[[str, Failed], None]
+
+#: Frames in these files called the policy (the scheduler, a worker, the tick listener below): not its code.
+_CALLER_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "runtime") + os.sep
+_THIS_FILE = os.path.abspath(__file__)
 
 
 class PolicyError(OperatorError):
@@ -96,7 +103,28 @@ def policy_place(policy: str) -> str:
 def policy_failure(policy: Any, hook: str, error: BaseException) -> tuple[str, PolicyFailed]:
     """The (place, failure) a scheduler records for ``policy`` raising ``error`` in ``hook``."""
     name = policy_name(policy)
-    return policy_place(name), PolicyFailed(error, operator_traceback(error), name, hook)
+    return policy_place(name), PolicyFailed(error, policy_traceback(error), name, hook)
+
+
+def policy_traceback(error: BaseException) -> str:
+    """``error``'s traceback from the policy's method on (the engine's frames that called it cut off), formatted.
+
+    Unlike an operator's (:func:`~elastream.errors.operator_traceback`), a built-in policy keeps
+    all its frames: its own code, in the elastream package, is where it failed.
+    """
+    error.__traceback__ = _from_policy_code(error.__traceback__)
+    return "".join(traceback.format_exception(error))
+
+
+def _from_policy_code(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and tb.tb_next is not None and _is_caller_frame(tb):
+        tb = tb.tb_next
+    return tb
+
+
+def _is_caller_frame(tb: TracebackType) -> bool:
+    path = os.path.abspath(tb.tb_frame.f_code.co_filename)
+    return path.startswith(_CALLER_DIR) or path == _THIS_FILE
 
 
 def after_failure(policy: Any, hook: str, error: BaseException, record: Record) -> AfterFailure:

@@ -49,13 +49,15 @@ class ThreadRunHandle:
         self.flow = flow
         self.config = config
         scheduling, ordering = config.scheduling, config.ordering
+        self.policy = create_policy(config.policy, seed=config.seed)
+        exclusive = getattr(self.policy, "exclusive", False)  # no task shared between workers (policies.ibm)
         compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=config.batch_size,
-                                threads=config.threads, reorder=ordering.reorder, partitioning=ordering.partitioning,
+                                threads=1 if exclusive else config.threads, reorder=ordering.reorder,
+                                partitioning=ordering.partitioning,
                                 fuse=scheduling.fuse and config.model != "dedicated", wide=config.model == "manual")
         self._instances = compiled.instances  # every operator's run instance, fused chains' members too
         self.bypasses = Bypasses.install(compiled, config.bypass, config.batch_size, config.max_queue_size)
         """Held units running unreplicated until their first replica joins (:meth:`splice`)."""
-        self.policy = create_policy(config.policy, seed=config.seed)
         self.sched = Scheduler(compiled.tasks, self.policy, shutdown_grace_s=scheduling.shutdown_grace_s)
         self.bypasses.attach(self.sched)
         self.pool = WorkerPool(self.sched, compiled.contexts, config.quantum_ms / 1000.0)

@@ -103,11 +103,12 @@ class HarnessResult:
 class _StepWorker:
     """What the scheduler reads of a worker: never retiring; idle time is not measured here."""
 
-    __slots__ = ("idle_s", "retiring", "index")
+    __slots__ = ("idle_s", "retiring", "index", "backoff_s")
     own = None  # any task (the dedicated model binds real workers only)
 
     def __init__(self) -> None:
         self.idle_s = 0.0
+        self.backoff_s = 0.0
         self.retiring = False
         self.index = 0
 

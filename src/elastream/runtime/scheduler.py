@@ -59,6 +59,9 @@ class Scheduler(TimersAndPeriodic):
         self.cond = threading.Condition(self.lock)
         self.tasks = tasks
         self.policy = policy
+        #: (first, longest) wait of an idle worker that backs off instead of being woken (a policy's
+        #: ``backoff``: IBM Streams §4.1.3); None: idle workers wait to be notified.
+        self.backoff: tuple[float, float] | None = getattr(policy, "backoff", None)
         self.ready: dict[Task, None] = {}
         self._timers: list[tuple[float, int, Task]] = []
         self._timer_seq = 0
@@ -113,6 +116,22 @@ class Scheduler(TimersAndPeriodic):
         with self.lock:
             self._release_locked(task, outcome, busy_s, cpu_s)
             return self._next_locked(worker)
+
+    def try_claim(self, task: Task) -> bool:
+        """Take READY ``task`` for the calling worker if no other runs it (IBM Fig. 5's ``consTryLock``).
+
+        False at once when it is running, blocked, held or done: the caller does something else rather
+        than wait. A claimed task is given back with :meth:`release_nowait`.
+        """
+        with self.lock:
+            if task.state is not READY or task in self.held or task not in self.ready:
+                return False
+            del self.ready[task]
+            task.state = RUNNING
+            task.workers += 1
+            task.peak_workers = max(task.peak_workers, task.workers)
+            self.busy_workers += 1
+            return True
 
     def release_nowait(self, task: Task, outcome: Outcome, busy_s: float = 0.0, cpu_s: float = 0.0) -> None:
         """Apply ``task``'s outcome without looking for the next task (the one-step harness)."""
@@ -174,10 +193,15 @@ class Scheduler(TimersAndPeriodic):
                 if task.shared and task.shareable():
                     ready[task] = None            # room for one more worker: stay eligible (§2.2)
                 self.busy_workers += 1
+                if self.backoff is not None:
+                    worker.backoff_s = self.backoff[0]
                 return task
             if not block:
                 return None
             wake = self._timers[0][0] if self._timers else now + 1.0
+            if self.backoff is not None:          # IBM Fig. 4: no one wakes an idle worker; it looks again
+                wake = min(wake, now + worker.backoff_s)
+                worker.backoff_s = min(worker.backoff_s * 10, self.backoff[1])
             # The periodic call wakes one idle worker, and only while no worker is busy (a busy one makes
             # the call at its next dispatch): each wake-up would take the GIL from a computing worker.
             keeps_periodic = self._periodic_keeper is None and self.busy_workers == 0
@@ -391,7 +415,7 @@ class Scheduler(TimersAndPeriodic):
         self.ready[task] = None
         if task.waker is not None:
             task.waker.notify()           # its dedicated worker (runtime.dedicated)
-        elif self.idle_workers:
+        elif self.idle_workers and self.backoff is None:
             self.cond.notify()
 
     # -- reconfiguration hooks (runtime.refuse; lock held) ------------------------------------------

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 
 from elastream.errors import operator_traceback
 from elastream.policies.failures import report_quantum_failure
-from elastream.runtime.traps import COMPLETED, Failed
+from elastream.runtime.reschedule import RescheduleStats, push_through
+from elastream.runtime.traps import COMPLETED, Failed, WriteWait
 
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.scheduler import Scheduler
@@ -33,6 +34,9 @@ class Worker:
 
     #: The one task this worker runs under the dedicated model (runtime.dedicated); None: any task.
     own: Task | None = None
+    #: Its next idle wait when the policy backs off (IBM Streams §4.1.3; see Scheduler.backoff).
+    backoff_s = 0.0
+    reschedule: RescheduleStats
 
     def __init__(self, pool: WorkerPool, index: int):
         self.pool = pool
@@ -42,6 +46,7 @@ class Worker:
         self.cpu_s = 0.0
         self.idle_s = 0.0
         self.dispatches = 0
+        self.reschedule = RescheduleStats()
         self.started = pool.sched.now()
         self.ended: float | None = None
         self.thread = threading.Thread(target=self._loop, name=f"elastream-worker-{index}", daemon=True)
@@ -52,6 +57,7 @@ class Worker:
         contexts = self.pool.contexts
         quantum = self.pool.quantum_s
         policy_quantum = getattr(sched.policy, "quantum", None)
+        fraction = getattr(sched.policy, "reschedule_fraction", None)  # IBM Fig. 5 (runtime.reschedule)
         task = None
         try:
             task = sched.acquire(self)
@@ -65,6 +71,8 @@ class Worker:
                     report_quantum_failure(sched, exc)
                     policy_quantum, budget = None, quantum
                 outcome = dispatch(sched, task, contexts, t0 + budget)
+                if fraction is not None and type(outcome) is WriteWait:
+                    outcome = push_through(sched, self, task, outcome, contexts, t0 + budget, fraction, dispatch)
                 t1 = now()
                 cpu = thread_time() - c0
                 self.cpu_s += cpu

@@ -4,7 +4,7 @@ Each is one ``bench elastic`` shape with the GIL held (pure-Python operators, th
 case where worker processes, not threads, add cores). The paper's x axis (the
 busy cost) becomes the shape's load phases (the cost changes mid-run), and
 "elastic matches the best manual setting" becomes elastic ÷ best static per
-phase. ``--quick`` uses short phases (6 elastic periods), one repeat and a
+phase. ``--quick`` uses short phases (10 elastic periods), one repeat and a
 static sweep on 2 processes only (where the best static runs were, in the
 committed full matrix); the full run sweeps threads × processes × fusion.
 """
@@ -21,14 +21,14 @@ from elastream.bench._figures_core import Figure, Table, Verdict, bench_run, new
 #: Elastic ÷ best static a phase must reach to count as matching it.
 MATCH = 0.9
 SCALE = ("GIL held (pure-Python operators: worker processes, not threads, add cores); the paper's separate runs per "
-         "cost become load phases of one run; --quick: 6 elastic periods a phase, 1 repeat, a static sweep of "
+         "cost become load phases of one run; --quick: 10 elastic periods a phase, 1 repeat, a static sweep of "
          "threads 1–2 on 2 processes with fusion on; full: 20 periods, threads 1–2 × processes 1–2 × fusion on/off.")
 
 
 def _argv(shape: str, quick: bool, png_dir: str) -> list[str]:
     common = ["--shape", shape, "--gil", "hold", "--repeats", "1", "--png", png_dir]
     if quick:
-        return common + ["--phase-periods", "6", "--threads", "1", "2", "--processes", "2", "--fuse", "on"]
+        return common + ["--phase-periods", "10", "--threads", "1", "2", "--processes", "2", "--fuse", "on"]
     return common + ["--phase-periods", "20", "--threads", "1", "2", "--processes", "1", "2", "--fuse", "on", "off"]
 
 

@@ -20,9 +20,9 @@ from typing import Any
 PAPERS = {
     "c-stream": "C-Stream (Şahin & Gedik), §5.1–5.2",
     "ibm": "IBM Streams elastic scheduler (Schneider & Wu), §5",
-    "turbostream": "TurboStream, §VI",
-    "ordered": "Ordered multicore stream processing, §7",
-    "haren": "Haren, §7",
+    "turbostream": "TurboStream (Wu et al.), §VI",
+    "ordered": "Scaling ordered stream processing on shared-memory multicores (Prasaad et al.), §7",
+    "haren": "Haren (Palyvos-Giannas et al.), §7",
 }
 MEASURED, NOT_AVAILABLE, FAILED = "measured", "not available", "failed"
 
@@ -61,9 +61,12 @@ def md_cell(value: Any) -> str:
 
 
 def md_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A markdown table (first column left-aligned, the others right-aligned)."""
+    """A markdown table: columns of numbers right-aligned, the others left-aligned."""
+    def numeric(i: int) -> bool:
+        values = [row[i] for row in rows if i < len(row) and row[i] not in (None, "")]
+        return bool(values) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
     head = "| " + " | ".join(md_cell(c) for c in columns) + " |"
-    rule = "|" + "|".join(":---" if i == 0 else "---:" for i in range(len(columns))) + "|"
+    rule = "|" + "|".join("---:" if numeric(i) else ":---" for i in range(len(columns))) + "|"
     body = ["| " + " | ".join(md_cell(v) for v in row) + " |" for row in rows]
     return "\n".join([head, rule, *body])
 

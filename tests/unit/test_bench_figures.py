@@ -243,14 +243,15 @@ def test_report_from_fixed_json_has_tables_links_verdicts_and_the_not_yet_measur
     text = write_report(tmp_path / "bench" / "REPORT.md", out, meta, keys).read_text()
 
     assert "on 2 cores, Python 3.11.7, GIL enabled" in text and "commit `def5678`" in text
-    assert "| size KB | p50 µs |\n|:---|---:|\n| 10 | 1,234 |\n| 320 | 0.25 |" in text
+    assert "| size KB | p50 µs |\n|---:|---:|\n| 10 | 1,234 |\n| 320 | 0.25 |" in text
+    assert "| paper | figure | experiment | reproduces |\n|:---|:---|:---|:---|" in text
     assert "![turbostream fig8](results/figures/turbostream-fig8.png)" in text
     assert "**Reproduces: partly** — ✓ a; ✗ b" in text
     assert "elastream bench ipc --quick" in text and "**Scaled to this machine.** 2 sizes." in text
     pending = text.split("## Not yet measured")[1]
     assert "**ibm fig8** (1,000 operators)" in pending and "not available yet: needs Runner(model=...)" in pending
     assert "## Failed runs" in text and "`ValueError: boom`" in text
-    assert text.index("| IBM Streams") < text.index("| TurboStream") < text.index("| Ordered")  # registry order
+    assert text.index("| IBM Streams") < text.index("| TurboStream") < text.index("| Scaling ordered")  # registry order
 
 
 def test_command_end_to_end_on_figures_that_need_no_measurement(tmp_path, capsys):

@@ -78,8 +78,9 @@ def header(meta: dict[str, Any]) -> str:
     return (f"# Paper figures, measured on elastream\n\n"
             f"Generated {meta['generated']} by `{meta['command']}` at commit `{meta['commit']}` on {m['cpus']} cores, "
             f"Python {m['python']}, GIL {gil} (1-min load average {m['load_average_1min']:.2f} at the end). "
-            f"Every number, table, plot and verdict below is written by that command from the figure JSON files "
-            f"in `{meta['out_rel']}/`; nothing is typed by hand. The papers ran on many-core servers; here every "
+            f"Every number, table, plot and verdict below is written by `elastream bench figures` from the figure "
+            f"JSON files in `{meta['out_rel']}/` (each figure names the command and commit that measured it); "
+            f"nothing is typed by hand. The papers ran on many-core servers; here every "
             f"experiment is scaled to this machine (fewer threads, shorter runs; each figure says how). A verdict "
             f"compares the *shape* of the paper's result — who wins, what rises or falls — not its absolute "
             f"numbers.\n")

@@ -82,6 +82,16 @@ def command_line(figure: Figure, quick: bool) -> str:
     return f"elastream bench figures --paper {figure.paper} --figure {figure.fig}" + (" --quick" if quick else "")
 
 
+def invocation(args: argparse.Namespace) -> str:
+    """The ``elastream bench figures`` command line of this run (the report's header names it)."""
+    parts = ["elastream bench figures"]
+    if args.paper:
+        parts.append("--paper " + " ".join(args.paper))
+    if args.figure:
+        parts.append("--figure " + " ".join(args.figure))
+    return " ".join(parts + (["--quick"] if args.quick else []))
+
+
 def measure(figure: Figure, quick: bool, out: Path, stamp: dict[str, Any]) -> dict[str, Any]:
     """Run one figure; write its JSON (and PNG); return its record. Failures are recorded, never raised."""
     record: dict[str, Any] = {"paper": figure.paper, "figure": figure.fig, "title": figure.title,
@@ -129,7 +139,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "figures": records, "machine": machine(), "commit": stamp["commit"]}
     if args.report:
         meta = {"generated": stamp["date"], "commit": stamp["commit"], "machine": result["machine"],
-                "command": "elastream bench figures" + (" --quick" if args.quick else "")}
+                "command": invocation(args)}
         result["report"] = str(write_report(Path(args.report), out, meta, [f.key for f in registry()]))
     return result
 

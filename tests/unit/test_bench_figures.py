@@ -16,6 +16,7 @@ import pytest
 from elastream.bench import _figures_cstream as cstream
 from elastream.bench import _figures_elastic as elastic
 from elastream.bench import _figures_ordered as ordered
+from elastream.bench import _figures_pending as pending
 from elastream.bench import _figures_turbostream as turbo
 from elastream.bench import figures
 from elastream.bench._figures_core import Figure, NotAvailable, Table, Verdict, verdict_of
@@ -52,8 +53,17 @@ def test_registry_covers_every_figure_of_the_issue_each_with_claim_runner_verdic
 @pytest.mark.parametrize("key", ["ibm-fig8", "ibm-fig9", "haren-fig4", "haren-fig8", "haren-fig9"])
 def test_figures_needing_threading_models_say_so_instead_of_measuring(key):
     fig = {f.key: f for f in figures.registry()}[key]
-    with pytest.raises(NotAvailable, match=r"not available yet: needs Runner\(model=\.\.\.\)"):
+    with pytest.raises(NotAvailable, match=r"^not available yet: needs .*Runner\(model="):
         fig.run(True)
+
+
+def test_pending_reasons_follow_what_the_engine_offers(monkeypatch):
+    monkeypatch.setattr(pending, "models_available", lambda: False)
+    assert pending.ibm_reason().startswith("not available yet: needs Runner(model=...) with the manual, dedicated")
+    assert "needs Runner(model=...) (dedicated" in pending.haren_reason()
+    monkeypatch.setattr(pending, "models_available", lambda: True)
+    assert "the models exist, but this suite has no runner for those graphs" in pending.ibm_reason()
+    assert "needs Haren's policies (fcfs, hr, chain and the multi-class policy)" in pending.haren_reason()
 
 
 def test_tpcxbb_scheme_figures_name_the_missing_option():
@@ -264,7 +274,9 @@ def test_command_end_to_end_on_figures_that_need_no_measurement(tmp_path, capsys
         ("haren", "fig8", "not available"), ("haren", "fig9", "not available")]
     assert sorted(p.name for p in out.iterdir()) == ["haren-fig8.json", "haren-fig9.json", "ibm-fig8.json",
                                                      "ibm-fig9.json"]
-    assert "## Not yet measured" in report.read_text()
+    text = report.read_text()
+    assert "## Not yet measured" in text
+    assert "by `elastream bench figures --paper ibm haren --figure fig8 fig9 --quick`" in text
 
 
 @pytest.mark.matrix

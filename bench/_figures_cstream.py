@@ -150,6 +150,7 @@ def _plot_by_topology(data: dict[str, Any], path: str, key: str, ylabel: str, ti
         mine = [r for r in rows if r["topology"] == topo]
         lines(ax, {p: ([r["threads"] for r in mine if r["policy"] == p], [r[key] for r in mine if r["policy"] == p])
                    for p in _policy_set(mine)}, "threads", ylabel)
+        ax.set_xticks(sorted({r["threads"] for r in mine}))
         ax.set_title(topo)
     return save(fig, path, title)
 

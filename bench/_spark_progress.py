@@ -1,4 +1,4 @@
-"""The progress bar of ``elastream bench spark``: one bar over the run's measurements, on stderr.
+"""The progress bar of ``elastream bench spark`` (and ``models``): one bar over the run's measurements, on stderr.
 
 A run at scale 0.5 takes many minutes; the bar names the measurement under
 way and counts the finished ones. It goes to stderr so ``--json`` keeps stdout
@@ -23,10 +23,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 class BenchProgress:
     """A rich bar of ``total`` measurements; :meth:`working` shows one and counts it when it ends."""
 
-    def __init__(self, total: int, console: Console | None = None) -> None:
+    def __init__(self, total: int, console: Console | None = None, description: str = "elastream bench spark") -> None:
         self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                                   MofNCompleteColumn(), TimeElapsedColumn(), console=console or Console(stderr=True))
-        self._task = self._progress.add_task("elastream bench spark", total=total)
+        self._task = self._progress.add_task(description, total=total)
 
     def __enter__(self) -> BenchProgress:
         self._progress.start()

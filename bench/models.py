@@ -23,8 +23,8 @@ each. Repetitions interleave the configurations, the order reversed every other 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
-import sys
 from time import perf_counter, process_time, sleep
 from typing import Any
 
@@ -90,11 +90,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     configs = [c for c in configurations(args.threads, args.ibm_threads)
                if args.configs is None or c[0] in args.configs]
     gils = ["hold", "release"] if args.gil == "both" else [args.gil]
+    cases = [(shape, gil, flops) for shape in args.shapes for gil in gils for flops in args.flops or SHAPES[shape][1]]
     rows = []
-    for shape in args.shapes:
-        for gil in gils:
-            for flops in args.flops or SHAPES[shape][1]:
-                rows += _measure_case(shape, gil, flops, configs, args)
+    with _progress(args, len(cases) * len(configs) * max(1, args.repeats)) as progress:
+        for shape, gil, flops in cases:
+            rows += _measure_case(shape, gil, flops, configs, args, progress)
     result = {"benchmark": "models", "seconds": args.seconds, "window_s": args.window, "repeats": args.repeats,
               "batch_size": args.batch_size,
               "batch_sizes": {f"{r['shape']} {r['flops']:g}": batch_for(r["shape"], r["flops"], args) for r in rows},
@@ -107,15 +107,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _measure_case(shape: str, gil: str, flops: float, configs: list, args: argparse.Namespace) -> list[dict]:
+def _progress(args: argparse.Namespace, total: int) -> Any:
+    """A progress bar on stderr over every run (none when another command's bar is showing: ``progress=False``)."""
+    if not getattr(args, "progress", True):
+        return contextlib.nullcontext(None)
+    from elastream.bench._spark_progress import BenchProgress
+
+    return BenchProgress(total, description="elastream bench models")
+
+
+def _measure_case(shape: str, gil: str, flops: float, configs: list, args: argparse.Namespace,
+                  progress: Any = None) -> list[dict]:
     """Every configuration on one (shape, GIL case, cost), interleaved over the repeats; one row each."""
     runs: dict[str, list[dict]] = {label: [] for label, _ in configs}
+    batch = batch_for(shape, flops, args)
     for r in range(max(1, args.repeats)):
         order = configs if r % 2 == 0 else configs[::-1]
         for label, options in order:
-            print(f"models: {shape}, GIL {gil}, {flops:g} flops, {label} …", file=sys.stderr, flush=True)
-            runs[label].append(measure_once(shape, gil, flops, {**options, "batch_size": batch_for(shape, flops, args)},
-                                            args.seconds, args.window))
+            step = progress.working(f"{shape}, GIL {gil}, {flops:g} flops: {label}") if progress else _quiet()
+            with step:
+                runs[label].append(measure_once(shape, gil, flops, {**options, "batch_size": batch},
+                                                args.seconds, args.window))
     rows = []
     for label, _ in configs:
         rates = [m["tuples_per_s"] for m in runs[label]]
@@ -124,6 +136,10 @@ def _measure_case(shape: str, gil: str, flops: float, configs: list, args: argpa
                      "sink_tuples_per_s": statistics.median(m["sink_tuples_per_s"] for m in runs[label]),
                      "cores_used": statistics.median(m["cores_used"] for m in runs[label])})
     return rows
+
+
+def _quiet() -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext(None)
 
 
 def batch_for(shape: str, flops: float, args: argparse.Namespace) -> int:

@@ -2,32 +2,25 @@
 
 Picks the latest operator in the pipeline with a non-empty input queue; when
 none has input, the latest ready operator (a source) runs.
+
+A pick reads the head of a heap of the READY operators by (has input, pipeline
+order) (:mod:`elastream.policies.ready_index`): O(log n), not a scan. Whether an
+operator has input is read when it becomes READY (its queue only grows while it
+waits) and for every READY operator once per period.
 """
 
 from __future__ import annotations
 
-from elastream.policies.base import BasePolicy
+from elastream.policies.ready_index import IndexedPolicy
 from elastream.policies.registry import register
 
 
 @register("lp")
-class LastInPipelinePolicy(BasePolicy):
+class LastInPipelinePolicy(IndexedPolicy):
     """Latest operator with work wins."""
 
-    def pick(self, ready, now):
-        """One pass over ``ready``: the latest in pipeline order with input, else the latest."""
-        old = self.starving(ready, now)
-        if old is not None:
-            return old
-        latest = with_input = None
-        latest_key = input_key = (_BEFORE_ALL, _BEFORE_ALL)
-        for t in ready:
-            key = (t.position, t.index)
-            if key > latest_key:
-                latest, latest_key = t, key
-            if key > input_key and t.queued > 0:
-                with_input, input_key = t, key
-        return with_input if with_input is not None else latest
+    ages = True
+    rekey_s = 0.1  # the default statistics period
 
-
-_BEFORE_ALL = float("-inf")  # a pipeline position before every operator's
+    def index_key(self, task) -> tuple[int, float, float]:
+        return (0 if task.queued > 0 else 1, -task.position, -task.index)

@@ -1,25 +1,24 @@
 """MaxQueueLengthScheduling (C-Stream §3.2.6): a READY source first, else the
-operator with the most queued input tuples; ties broken at random."""
+operator with the most queued input tuples; ties broken at random.
+
+Per period: queue lengths move while an operator waits, so a pick follows the
+rank read when the operator became READY, and every READY operator is re-ranked
+once per period (:mod:`elastream.policies.ready_index`); a pick is O(log n), not
+a scan of the ready set.
+"""
 
 from __future__ import annotations
 
-from elastream.policies.base import BasePolicy
+from elastream.policies.ready_index import IndexedPolicy
 from elastream.policies.registry import register
 
 
 @register("max_queue")
-class MaxQueuePolicy(BasePolicy):
+class MaxQueuePolicy(IndexedPolicy):
     """Favours throughput: drain the longest queue."""
 
-    def pick(self, ready, now):
-        sources = [t for t in ready if t.is_source]
-        if sources:
-            return self._tie_break(sources)
-        best, most = [], -1
-        for t in ready:
-            q = t.queued
-            if q > most:
-                best, most = [t], q
-            elif q == most:
-                best.append(t)
-        return self._tie_break(best)
+    rekey_s = 0.1  # the default statistics period
+
+    def index_key(self, task) -> tuple[int, int, float]:
+        tie = self.rng.random()  # ties at random, drawn when ranked
+        return (0, 0, tie) if task.is_source else (1, -task.queued, tie)

@@ -60,6 +60,7 @@ from elastream.graph.flow import Flow
 from elastream.policies.registry import create as create_policy
 from elastream.runtime.clock import Clock, ManualClock
 from elastream.runtime.compile import compile_flow
+from elastream.runtime.ready import reorder
 from elastream.runtime.scheduler import Scheduler
 from elastream.runtime.task import Task
 from elastream.runtime.traps import Outcome
@@ -191,8 +192,7 @@ class SchedulerHarness:
             order = list(sched.ready)
             if len(order) > 1:
                 self._rng.shuffle(order)  # type: ignore[union-attr]
-                sched.ready.clear()
-                sched.ready.update(dict.fromkeys(order))
+                reorder(sched.ready, order)  # a policy's index sees them arrive in this order (its ties)
 
     # -- observation -------------------------------------------------------------------------
     @property

@@ -29,6 +29,7 @@ from elastream.runtime.dedicated import next_own
 from elastream.runtime.states import OperatorState
 from elastream.runtime.timers import TimersAndPeriodic
 from elastream.runtime.poller import ExternalPoller
+from elastream.runtime.ready import new_ready_set
 from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
                                      WaitMode, WriteWait)
 
@@ -62,7 +63,9 @@ class Scheduler(TimersAndPeriodic):
         #: (first, longest) wait of an idle worker that backs off instead of being woken (a policy's
         #: ``backoff``: IBM Streams §4.1.3); None: idle workers wait to be notified.
         self.backoff: tuple[float, float] | None = getattr(policy, "backoff", None)
-        self.ready: dict[Task, None] = {}
+        #: READY tasks in the order they became ready; a ReadySet telling the policy's index of each
+        #: arrival when the policy offers one (runtime.ready), else a plain dict.
+        self.ready: dict[Task, object] = new_ready_set(policy)
         self._timers: list[tuple[float, int, Task]] = []
         self._timer_seq = 0
         self._periodic: Callable[[float], None] | None = None
@@ -175,7 +178,7 @@ class Scheduler(TimersAndPeriodic):
             ready = self.ready
             if ready:
                 try:
-                    task = self.policy.pick(ready.keys(), now) if len(ready) > 1 else next(iter(ready))
+                    task = self.policy.pick(ready, now) if len(ready) > 1 else next(iter(ready))
                 except Exception as exc:  # noqa: BLE001 - a broken policy stops the flow, named (policies.failures)
                     self.policy = after_failure(self.policy, "pick", exc, self._record_failure)
                     continue

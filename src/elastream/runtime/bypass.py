@@ -48,6 +48,7 @@ from elastream.operators.base import FunctionOperator, Operator
 from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.compile import make_task, relink
 from elastream.runtime.context import Context, InputPort, OutputPort
+from elastream.runtime.ready import add_ready
 from elastream.runtime.states import OperatorState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -176,7 +177,7 @@ class Bypasses:
                 sched.held.discard(b.task)
                 sched.regrouping = False
                 if b.task.state is OperatorState.READY:
-                    sched.ready[b.task] = None
+                    add_ready(sched.ready, b.task)
                 sched.cond.notify_all()
         return True, "", perf_counter() - stopped
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from elastream.runtime.ready import ReadySet, without_index
 from elastream.runtime.states import OperatorState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,15 +32,8 @@ IDLE_WAIT_S = 1.0
 
 
 def bind(sched: Scheduler, task: Task) -> None:
-    """Give ``task`` a condition of its own on the scheduler's lock, for its dedicated worker.
-
-    No policy picks under this model, so the ready set drops a policy's index (runtime.ready):
-    arrivals then cost a plain dict insertion.
-    """
+    """Give ``task`` a condition of its own on the scheduler's lock, for its dedicated worker."""
     task.waker = threading.Condition(sched.lock)
-    with sched.lock:
-        if isinstance(sched.ready, ReadySet):
-            sched.ready = without_index(sched.ready)
 
 
 def next_own(sched: Scheduler, worker: Worker, block: bool = True) -> Task | None:

@@ -1,75 +1,50 @@
-"""The scheduler's ready set, and the hook that lets a policy index it.
+"""The scheduler's ready set, and how a policy's index follows it without a scan.
 
-``Scheduler.ready`` holds the READY tasks in the order they became ready (a dict, values unused by
-the scheduler). A policy that must not scan that set on every pick offers an index
-(``policy.ready_index()``, see :mod:`elastream.policies.ready_index`): the ready set is then a
-:class:`ReadySet`, whose every insertion tells the index that a task arrived, with an arrival stamp
-(also stored as the task's value in the dict). Deletions stay the dict's own and tell nobody: an
-index entry is valid only while ``ready.get(task)`` still equals the stamp it was pushed with, so a
-task that was taken, held, parked or re-added leaves a stale entry that the index skips when it
-meets it (lazily: O(1) per deletion, whatever the number of tasks).
+``Scheduler.ready`` is a dict of the READY tasks in the order they became ready, each mapped to its
+*arrival stamp*: a number from :func:`next_stamp`, larger than every stamp before it. Every writer
+of the set stores one (:func:`add_ready`; the scheduler's hot path inlines it), so
 
-Without an index (``ibm``, ``random``, the dedicated model, user policies) the ready set stays a
-plain dict, so those paths pay nothing for this.
+* the newest arrivals are the dict's last entries: a policy's index (``policy.ready_index()``,
+  see :mod:`elastream.policies.ready_index`) catches up at a pick by walking the dict backwards
+  until it meets a stamp it has already seen — O(arrivals since the last pick), no scan;
+* an index entry is valid only while ``ready.get(task)`` still equals the stamp it was made with,
+  so a task taken, held, parked or re-added leaves a stale entry that the index drops when it
+  meets it. Deletions stay plain dict deletions and tell nobody.
+
+An insertion costs one call of a C counter more than before; a policy without an index (``ibm``,
+``random``, user policies) and the dedicated model (no picks) never read the stamps.
 
 Threading: every write happens with the scheduler's lock held, as before.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
-from typing import Any, Protocol
+from typing import Any
+
+#: The next arrival stamp (a C counter: atomic under the GIL, shared by every scheduler; each set's
+#: stamps still grow in its insertion order).
+next_stamp = itertools.count(1).__next__
 
 
-class ReadyIndex(Protocol):
-    """What a ready set tells a policy's index (lock held)."""
-
-    def attach(self, ready: ReadySet) -> None: ...
-
-    def arrived(self, task: Any, stamp: int) -> None: ...
-
-
-class ReadySet(dict):
-    """A dict of READY tasks whose insertions are reported to ``index`` with an arrival stamp."""
-
-    __slots__ = ("index", "_seq")
-
-    def __init__(self, index: ReadyIndex):
-        super().__init__()
-        self.index = index
-        self._seq = 0
-        index.attach(self)
-
-    def __setitem__(self, task: Any, _value: Any = None) -> None:
-        seq = self._seq = self._seq + 1
-        dict.__setitem__(self, task, seq)
-        self.index.arrived(task, seq)
-
-    def update(self, other: Any = (), **kw: Any) -> None:  # type: ignore[override]
-        """Insert through :meth:`__setitem__`, so the index hears of every arrival."""
-        for task in (other.keys() if hasattr(other, "keys") else other):
-            self[task] = None
-
-    def setdefault(self, task: Any, default: Any = None) -> Any:  # type: ignore[override]
-        if task not in self:
-            self[task] = None
-        return self[task]
-
-
-def new_ready_set(policy: Any) -> dict:
-    """The ready set for ``policy``: a :class:`ReadySet` on its index when it offers one, else a plain dict."""
-    make_index = getattr(policy, "ready_index", None)
-    index = make_index() if make_index is not None else None
-    return {} if index is None else ReadySet(index)
-
-
-def without_index(ready: dict) -> dict:
-    """The same READY tasks, in the same order, in a plain dict (for a model that never picks)."""
-    return dict.fromkeys(ready)
+def add_ready(ready: dict, task: Any) -> None:
+    """Put ``task`` in the ready set unless it is there already (its first arrival then stands)."""
+    if task not in ready:
+        ready[task] = next_stamp()
 
 
 def reorder(ready: dict, order: Iterable[Any]) -> None:
-    """Put the READY tasks in ``order`` (the same tasks); an index sees them arrive again in that order."""
+    """Put the READY tasks in ``order`` (the same tasks): they arrive again, in that order (an index's ties)."""
     ready.clear()
     for task in order:
-        ready[task] = None
+        ready[task] = next_stamp()
+
+
+def new_ready_set(policy: Any) -> dict:
+    """An empty ready set, followed by ``policy``'s index when the policy offers one (``ready_index()``)."""
+    ready: dict = {}
+    make_index = getattr(policy, "ready_index", None)
+    if make_index is not None:
+        make_index().attach(ready)
+    return ready

@@ -66,6 +66,7 @@ from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.runtime.decisions import Fuse, Unfuse
 from elastream.runtime.fusion import (FusedChain, _MemberView, chain_spec, find_chains, fusable, fused_chain,
                                       fused_name, member_names)
+from elastream.runtime.ready import add_ready
 from elastream.runtime.snapshot import task_stats
 from elastream.runtime.states import OperatorState
 from elastream.runtime.refuse_inflight import (CarryingTask, has_undelivered, release_refused, take_inside,
@@ -227,7 +228,7 @@ class Regrouper:
         for t in held:
             sched.held.discard(t)
             if not swapped and t.state is OperatorState.READY:
-                sched.ready[t] = None
+                add_ready(sched.ready, t)
         sched.regrouping = False
         sched.cond.notify_all()
 
@@ -298,7 +299,7 @@ class Regrouper:
         sched.live += len(new) - len(old)
         relink(sched.tasks)
         for t in new:
-            sched.ready[t] = None
+            add_ready(sched.ready, t)
         sched.cond.notify_all()
         self.chains = self._chains_after(old, groups)
 

@@ -29,7 +29,7 @@ from elastream.runtime.dedicated import next_own
 from elastream.runtime.states import OperatorState
 from elastream.runtime.timers import TimersAndPeriodic
 from elastream.runtime.poller import ExternalPoller
-from elastream.runtime.ready import new_ready_set
+from elastream.runtime.ready import new_ready_set, next_stamp
 from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
                                      WaitMode, WriteWait)
 
@@ -63,9 +63,9 @@ class Scheduler(TimersAndPeriodic):
         #: (first, longest) wait of an idle worker that backs off instead of being woken (a policy's
         #: ``backoff``: IBM Streams §4.1.3); None: idle workers wait to be notified.
         self.backoff: tuple[float, float] | None = getattr(policy, "backoff", None)
-        #: READY tasks in the order they became ready; a ReadySet telling the policy's index of each
-        #: arrival when the policy offers one (runtime.ready), else a plain dict.
-        self.ready: dict[Task, object] = new_ready_set(policy)
+        #: READY tasks in the order they became ready, each mapped to its arrival stamp (runtime.ready:
+        #: a policy's index follows the set through them).
+        self.ready: dict[Task, int] = new_ready_set(policy)
         self._timers: list[tuple[float, int, Task]] = []
         self._timer_seq = 0
         self._periodic: Callable[[float], None] | None = None
@@ -92,7 +92,7 @@ class Scheduler(TimersAndPeriodic):
         for t in tasks:
             t.sched = self
             t.now = self.now  # the tasks' batches and deadlines read the run's clock too
-            self.ready[t] = None
+            self.ready[t] = next_stamp()
 
     # -- worker entry points ---------------------------------------------------
     def acquire(self, worker: Worker) -> Task | None:
@@ -164,7 +164,7 @@ class Scheduler(TimersAndPeriodic):
         if type(outcome) is Failed:
             self._record_failure(*named_failure(task, outcome))
         elif task not in self.ready and task.shareable():
-            self.ready[task] = None
+            self.ready[task] = next_stamp()
             if self.idle_workers:
                 self.cond.notify()
 
@@ -194,7 +194,7 @@ class Scheduler(TimersAndPeriodic):
                 if task.workers > task.peak_workers:
                     task.peak_workers = task.workers
                 if task.shared and task.shareable():
-                    ready[task] = None            # room for one more worker: stay eligible (§2.2)
+                    ready[task] = next_stamp()    # room for one more worker: stay eligible (§2.2)
                 self.busy_workers += 1
                 if self.backoff is not None:
                     worker.backoff_s = self.backoff[0]
@@ -415,7 +415,7 @@ class Scheduler(TimersAndPeriodic):
         if state is not RUNNING:
             self._leave_blocked(task)
         task.state = READY
-        self.ready[task] = None
+        self.ready[task] = next_stamp()
         if task.waker is not None:
             task.waker.notify()           # its dedicated worker (runtime.dedicated)
         elif self.idle_workers and self.backoff is None:

@@ -12,6 +12,7 @@ import elastream as es
 from elastream.metrics.period import OperatorPeriod, PeriodStats
 from elastream.policies import ct as ct_module
 from elastream.policies import et as et_module
+from elastream.runtime.ready import new_ready_set, next_stamp
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -83,19 +84,29 @@ def ct_by_min(policy, ready):
     return min(ready, key=lambda t: policy.effective_tuples(t, policy._cs.get(t.name, 1.0)))
 
 
+def scheduler_ready_set(policy, views) -> dict:
+    """The views as a scheduler's ready set, followed by the policy's index (runtime.ready)."""
+    ready = new_ready_set(policy)
+    for v in views:
+        ready[v] = next_stamp()
+    return ready
+
+
+@pytest.mark.parametrize("via", ["a collection", "the scheduler's index"])
 @pytest.mark.parametrize("seed", range(30))
 @pytest.mark.parametrize("name", ["qst", "lp", "et", "ct"])
-def test_one_pass_pick_equals_the_former_definition(name, seed):
+def test_one_pass_pick_equals_the_former_definition(name, seed, via):
     rng = random.Random(seed)
     views = random_views(rng, rng.randint(2, 60))
     policy = es.policies.create(name, seed=0)
     if seed % 2:  # half the cases with a period's cumulative selectivities, half before the first period
         policy.on_tick(snapshot(views, rng))
-    ready = dict.fromkeys(views).keys()
+    ready = dict.fromkeys(views).keys() if via == "a collection" else scheduler_ready_set(policy, views)
     if name == "ct":
         policy.pick(ready, NOW)  # opens the window on these views
         for v in views:
             v.busy_s += rng.choice([0.0, 0.05, 0.3])
+        policy.period += 1  # indexed keys are re-read once a period (busy time does not grow while READY)
     expected = {"qst": lambda: qst_by_sorting(policy, ready), "lp": lambda: lp_by_filtering(ready),
                 "et": lambda: et_by_priority(ready), "ct": lambda: ct_by_min(policy, ready)}[name]()
     assert policy.pick(ready, NOW) is expected

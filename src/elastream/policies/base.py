@@ -9,7 +9,10 @@ A policy is consulted by the mechanism at three points:
   (:class:`~elastream.metrics.period.PeriodStats`: what changed over the period).
 
 ``pick`` is called with the scheduler lock held, so it must be quick and must
-not block; it reads only the features listed in :class:`TaskView`.
+not block; it reads only the features listed in :class:`TaskView`. ``ready`` is
+the scheduler's ready set (READY tasks in arrival order); a policy that must not
+scan it on every pick derives from
+:class:`~elastream.policies.ready_index.IndexedPolicy`, whose index follows the set.
 """
 
 from __future__ import annotations

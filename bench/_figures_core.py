@@ -91,12 +91,19 @@ class Figure:
         return f"{self.paper}-{self.fig}"
 
 
-def bench_run(name: str, argv: list[str]) -> dict[str, Any]:
-    """Run benchmark ``name`` with command-line options ``argv`` in this process; its result with "command"."""
+def bench_run(name: str, argv: list[str], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Run benchmark ``name`` with command-line options ``argv`` in this process; its result with "command".
+
+    ``extra`` sets attributes no command line has (e.g. ``progress=False`` for a benchmark that would draw
+    a progress bar of its own under the suite's).
+    """
     from elastream.cli.bench import benchmark_parser
 
     module = importlib.import_module(f"elastream.bench.{name}")
-    result = module.run(benchmark_parser(name, module).parse_args(argv))
+    args = benchmark_parser(name, module).parse_args(argv)
+    for key, value in (extra or {}).items():
+        setattr(args, key, value)
+    result = module.run(args)
     result["command"] = " ".join(["elastream", "bench", name, *argv])
     return result
 

@@ -1,4 +1,4 @@
-"""Figures registered before the engine can measure them: IBM Figs. 8–9 and Haren's.
+"""Figures registered before the engine can measure them: Haren's.
 
 Their runners raise :class:`~elastream.bench._figures_core.NotAvailable` with
 what is missing, so ``bench/REPORT.md`` lists them under "not yet measured"
@@ -27,15 +27,6 @@ def models_available() -> bool:
     return True
 
 
-def ibm_reason() -> str:
-    """What IBM Figs. 8–9 still need, as the engine stands when the suite runs."""
-    if not models_available():
-        return ("not available yet: needs Runner(model=...) with the manual, dedicated and dynamic threading models "
-                "and a benchmark of 1,000-operator flows (issue 21 items 1–3)")
-    return ("not available yet: needs Runner(model=...) measured on the paper's 1,000-operator graphs; the models "
-            "exist, but this suite has no runner for those graphs yet (a benchmark of them is issue 21 item 3's)")
-
-
 def haren_reason() -> str:
     """What Haren's figures still need."""
     missing = [p for p in HAREN_POLICIES if p not in es.policies.available()]
@@ -57,15 +48,8 @@ def _pending(paper: str, fig: str, title: str, claim: str, reason: Callable[[], 
 
 
 def figures() -> list[Figure]:
-    """IBM Figs. 8–9 and Haren Figs. 4, 8, 9."""
+    """Haren Figs. 4, 8, 9."""
     return [
-        _pending("ibm", "fig8", "1,000 operators: pure pipeline and pure data parallel",
-                 "On a 1,000-operator pipeline dedicated beats dynamic and manual is worst; on a 1,000-wide data-"
-                 "parallel graph manual wins at cost 1 and dynamic with a few threads wins at high cost.",
-                 ibm_reason),
-        _pending("ibm", "fig9", "1,000 operators: width 10 × depth 100",
-                 "On the mixed graph the dynamic model is the best option at every tuple cost; manual is worst.",
-                 ibm_reason),
         _pending("haren", "fig4", "Single-class scheduling policies",
                  "Past light load, Haren's Chain policy gives the best throughput and HR and FCFS the best mean and "
                  "maximum latency, outperforming OS scheduling of one thread per operator.", haren_reason),

@@ -27,7 +27,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from elastream.bench import _figures_cstream, _figures_elastic, _figures_ordered, _figures_pending, _figures_turbostream
+from elastream.bench import (_figures_cstream, _figures_elastic, _figures_ibm, _figures_ordered, _figures_pending,
+                             _figures_turbostream)
 from elastream.bench._common import machine
 from elastream.bench._figures_core import Figure, NotAvailable, commands_in, json_safe
 from elastream.bench._figures_report import FAILED, MEASURED, NOT_AVAILABLE, PAPERS, write_report
@@ -35,7 +36,8 @@ from elastream.bench._figures_report import FAILED, MEASURED, NOT_AVAILABLE, PAP
 
 def registry() -> list[Figure]:
     """Every figure, in report order: by paper, then figure."""
-    figures = (_figures_cstream.figures() + _figures_elastic.figures() + _figures_turbostream.figures()
+    figures = (_figures_cstream.figures() + _figures_elastic.figures() + _figures_ibm.figures()
+               + _figures_turbostream.figures()
                + _figures_ordered.figures() + _figures_pending.figures())
     order = list(PAPERS)
     return sorted(figures, key=lambda f: (order.index(f.paper), int(f.fig.removeprefix("fig"))))

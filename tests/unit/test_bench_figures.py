@@ -15,6 +15,7 @@ import pytest
 
 from elastream.bench import _figures_cstream as cstream
 from elastream.bench import _figures_elastic as elastic
+from elastream.bench import _figures_ibm as ibm
 from elastream.bench import _figures_ordered as ordered
 from elastream.bench import _figures_pending as pending
 from elastream.bench import _figures_turbostream as turbo
@@ -50,7 +51,7 @@ def test_registry_covers_every_figure_of_the_issue_each_with_claim_runner_verdic
         assert all(callable(fn) for fn in (f.run, f.table, f.verdict, f.plot)), f.key
 
 
-@pytest.mark.parametrize("key", ["ibm-fig8", "ibm-fig9", "haren-fig4", "haren-fig8", "haren-fig9"])
+@pytest.mark.parametrize("key", ["haren-fig4", "haren-fig8", "haren-fig9"])
 def test_figures_needing_threading_models_say_so_instead_of_measuring(key):
     fig = {f.key: f for f in figures.registry()}[key]
     with pytest.raises(NotAvailable, match=r"^not available yet: needs .*Runner\(model="):
@@ -59,10 +60,8 @@ def test_figures_needing_threading_models_say_so_instead_of_measuring(key):
 
 def test_pending_reasons_follow_what_the_engine_offers(monkeypatch):
     monkeypatch.setattr(pending, "models_available", lambda: False)
-    assert pending.ibm_reason().startswith("not available yet: needs Runner(model=...) with the manual, dedicated")
     assert "needs Runner(model=...) (dedicated" in pending.haren_reason()
     monkeypatch.setattr(pending, "models_available", lambda: True)
-    assert "the models exist, but this suite has no runner for those graphs" in pending.ibm_reason()
     assert "needs Haren's policies (fcfs, hr, chain and the multi-class policy)" in pending.haren_reason()
 
 
@@ -189,6 +188,28 @@ def test_elastic_verdict_needs_nine_tenths_of_the_best_static_in_every_phase():
     assert elastic.table_shape(elastic_data([0.95])).rows[1][:4] == [0, "elastic", 950.0, 0.95]
 
 
+def models_data(rates: dict[tuple[str, float], dict[str, float]]) -> dict[str, Any]:
+    return {"runs": [{"results": [{"shape": shape, "flops": flops, "config": c, "tuples_per_s": v, "cores_used": 1.0}
+                                  for (shape, flops), by in rates.items() for c, v in by.items()]}]}
+
+
+def test_ibm_fig8_verdict_orders_the_models_per_graph_and_cost():
+    paper_like = models_data({
+        ("pipeline", 1): {"manual": 10.0, "dedicated": 40.0, "dynamic": 20.0, "dynamic t2": 30.0},
+        ("data-parallel", 1): {"manual": 90.0, "dedicated": 5.0, "dynamic": 50.0},
+        ("data-parallel", 100000): {"manual": 3.0, "dedicated": 2.0, "dynamic": 4.0}})
+    assert ibm.verdict_fig8(paper_like).reproduces == "yes"
+    manual_wins = models_data({("pipeline", 1): {"manual": 99.0, "dedicated": 40.0, "dynamic": 20.0}})
+    v = ibm.verdict_fig8(manual_wins)
+    assert v.reproduces == "partly" and "✗ pipeline, 1 flops: dynamic 20 ≥ manual 99 tuples/s" in v.why
+
+
+def test_ibm_fig9_verdict_takes_the_best_dynamic_level():
+    data = models_data({("mixed", 100): {"manual": 10.0, "dedicated": 12.0, "dynamic": 9.0, "dynamic t4": 15.0}})
+    assert ibm.verdict_fig9(data).reproduces == "yes"
+    assert ibm.table_models(data).rows[0] == ["mixed", 100, "manual", 10.0, 1.0]
+
+
 def test_skew_verdict_on_structures_and_engine():
     def rows(skewed: float, uniform: float) -> dict[str, Any]:
         return {"results": [{"sigma": s, "hybrid": {"throughput_tuples_per_s": 100.0 * g},
@@ -266,17 +287,16 @@ def test_report_from_fixed_json_has_tables_links_verdicts_and_the_not_yet_measur
 
 def test_command_end_to_end_on_figures_that_need_no_measurement(tmp_path, capsys):
     out, report = tmp_path / "figs", tmp_path / "REPORT.md"
-    assert main(["bench", "figures", "--paper", "ibm", "haren", "--figure", "fig8", "fig9", "--quick",
-                 "--out", str(out), "--report", str(report), "--json"]) == 0
+    assert main(["bench", "figures", "--paper", "ordered", "haren", "--figure", "fig11", "fig14", "fig4",
+                 "--quick", "--out", str(out), "--report", str(report), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [(r["paper"], r["figure"], r["status"]) for r in result["figures"]] == [
-        ("ibm", "fig8", "not available"), ("ibm", "fig9", "not available"),
-        ("haren", "fig8", "not available"), ("haren", "fig9", "not available")]
-    assert sorted(p.name for p in out.iterdir()) == ["haren-fig8.json", "haren-fig9.json", "ibm-fig8.json",
-                                                     "ibm-fig9.json"]
+        ("ordered", "fig11", "not available"), ("ordered", "fig14", "not available"),
+        ("haren", "fig4", "not available")]
+    assert sorted(p.name for p in out.iterdir()) == ["haren-fig4.json", "ordered-fig11.json", "ordered-fig14.json"]
     text = report.read_text()
     assert "## Not yet measured" in text
-    assert "by `elastream bench figures --paper ibm haren --figure fig8 fig9 --quick`" in text
+    assert "by `elastream bench figures --paper ordered haren --figure fig11 fig14 fig4 --quick`" in text
 
 
 @pytest.mark.matrix

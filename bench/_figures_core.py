@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import math
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,7 +105,7 @@ def bench_run(name: str, argv: list[str], extra: dict[str, Any] | None = None) -
     for key, value in (extra or {}).items():
         setattr(args, key, value)
     result = module.run(args)
-    result["command"] = " ".join(["elastream", "bench", name, *argv])
+    result["command"] = shlex.join(["elastream", "bench", name, *argv])  # copy-pasteable ("dynamic t2")
     return result
 
 

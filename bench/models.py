@@ -13,7 +13,9 @@ per-tuple costs in floating-point operations. Every configuration runs the same 
 
 As in the paper, the source emits as fast as the flow takes tuples, and only the run's last
 ``--window`` seconds count (the paper's final samples). Throughput is the work rate there: tuples
-the Busy operators took in, over 1,000 (:func:`measure_once`); the sink's own rate is reported too.
+the Busy operators took in, over the operators a tuple passes (:func:`measure_once`); the sink's own
+rate is reported too. ``cores used`` counts this process only (plain ``Runner()``'s worker processes
+are not in it).
 
 ``--gil hold`` runs pure-Python Busy operators (threads cannot add CPU: only one runs Python at a
 time), ``release`` hashes buffers with the GIL released (threads can use both cores), ``both`` runs
@@ -155,9 +157,10 @@ def batch_for(shape: str, flops: float, args: argparse.Namespace) -> int:
 def measure_once(shape: str, gil: str, flops: float, options: dict, seconds: float, window: float) -> dict:
     """Run one configuration for ``seconds``; its rates over the last ``window`` seconds.
 
-    ``tuples_per_s``: the work rate — tuples the 1,000 Busy operators took in over the window, divided by
-    1,000 (what the flow's rate is once it has filled; IBM Fig. 10 counts all operators' tuples too). The
-    sink's own rate (``sink_tuples_per_s``) moves in whole batches and misses a pipeline still filling.
+    ``tuples_per_s``: the work rate — tuples the Busy operators took in over the window, divided by the
+    operators one tuple passes (:data:`DEPTH`): the flow's rate once it has filled (IBM Fig. 10 counts all
+    operators' tuples too). The sink's own rate (``sink_tuples_per_s``) moves in whole batches and misses a
+    pipeline still filling.
     """
     flow, sink = SHAPES[shape][0](n_tuples=None, seconds=seconds + 30.0, flops=flops, gil=gil)
     busy = [name for name in flow.operators if name.startswith("busy_")]
@@ -171,7 +174,7 @@ def measure_once(shape: str, gil: str, flops: float, options: dict, seconds: flo
     cpu, wall = process_time() - cpu0, perf_counter() - t0
     span = max(stop - (t0 + seconds - window), 1e-9)
     sink_count = result.outputs[sink].window(stop - span, stop).count
-    return {"tuples_per_s": (last - first) / len(busy) / span, "sink_tuples_per_s": sink_count / span,
+    return {"tuples_per_s": (last - first) / DEPTH[shape] / span, "sink_tuples_per_s": sink_count / span,
             "cores_used": cpu / wall if wall > 0 else 0.0}
 
 
@@ -208,7 +211,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Throughput per configuration and the ratios, as rich tables."""
-    table = Table(title=f"threading models, 1,000 Busy operators: work rate (operator tuples / 1,000) over the "
+    table = Table(title=f"threading models, 1,000 Busy operators: work rate (operator tuples / depth) over the "
                         f"last {result['window_s']:g} s of {result['seconds']:g} s runs (median of {result['repeats']})")
     for col in ("shape", "GIL", "flops", "config", "tuples/s", "at the sink", "cores used"):
         table.add_column(col, justify="left" if col in ("shape", "GIL", "config") else "right")

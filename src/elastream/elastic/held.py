@@ -62,8 +62,15 @@ def held_processes(elastic: Elastic, cores: int | None = None) -> int:
     return max(1, min(cores, elastic.max_processes or cores))
 
 
+#: Most replication units a run holds replicas of. Each unit holds a split, a merge and a replica per process
+#: (and their rings): IBM's 1,000-wide graph made some 5,000 operators that took 19 s to start and then did not
+#: flow within 12 s, for branches that each carry a thousandth of the load. Wider flows run in one process.
+MAX_HELD_UNITS = 32
+
+
 def held_plan(flow: Flow, config: RunConfig, elastic: Elastic, cores: int | None = None) -> HeldPlan | None:
-    """The held-ready run of ``flow`` (None when it would gain nothing: one core, no unit to replicate).
+    """The held-ready run of ``flow`` (None when it would gain nothing: one core, no unit to replicate, or more
+    than :data:`MAX_HELD_UNITS` units).
 
     The caller has checked that processes are free to choose and that workers may re-import the
     main script. Every operator stays in this process (placement 0); replica ``r`` of each unit
@@ -73,6 +80,8 @@ def held_plan(flow: Flow, config: RunConfig, elastic: Elastic, cores: int | None
     if processes < 2:
         return None
     unit_flow, counts = replication_units(flow, processes)
+    if len(counts) > MAX_HELD_UNITS:
+        return None
     counts = {name: count for name, count in counts.items() if _picklable(unit_flow, name)}
     if not counts:
         return None

@@ -139,3 +139,18 @@ def test_an_operator_failure_is_still_an_operator_error():
         es.Runner(threads=2, elastic=False).run(flow, timeout=20)
     assert not isinstance(caught.value, PolicyError)
     assert caught.value.operator == "bad"
+
+
+def test_the_one_step_harness_names_a_failing_policy_too():
+    from elastream.runtime.harness import SchedulerHarness
+
+    class Boom(BasePolicy):
+        name = "boom-harness"
+
+        def pick(self, ready, now):
+            raise ValueError("no pick in the harness")
+
+    flow = es.Flow("harness")
+    flow.source(range(50), name="src").map(lambda x: x, name="m").sink(es.ops.Collect(), name="out")
+    with pytest.raises(PolicyError, match="scheduling policy 'boom-harness' failed in pick"):
+        SchedulerHarness(flow, policy=Boom()).run()

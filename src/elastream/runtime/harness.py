@@ -55,8 +55,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from elastream.errors import ElastreamError, OperatorError
+from elastream.errors import ElastreamError
 from elastream.graph.flow import Flow
+from elastream.policies.failures import run_error
 from elastream.policies.registry import create as create_policy
 from elastream.runtime.clock import Clock, ManualClock
 from elastream.runtime.compile import compile_flow
@@ -183,7 +184,7 @@ class SchedulerHarness:
         failure = self.sched.failure
         if failure is not None:
             where, failed = failure
-            raise OperatorError(where, failed.error, failed.details) from failed.error
+            raise run_error(where, failed) from failed.error  # a policy's failure names the policy
         return HarnessResult(self.outputs(), self.steps - start, self.clock.now())
 
     def _shuffle_ready(self) -> None:

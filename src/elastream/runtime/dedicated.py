@@ -25,7 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from elastream.runtime.task import Task
     from elastream.runtime.workers import Worker
 
-_RUNNING = OperatorState.RUNNING
 _DONE = OperatorState.COMPLETED
 #: Longest wait of an idle dedicated worker with no timer due (it re-checks, then waits again).
 IDLE_WAIT_S = 1.0
@@ -50,9 +49,7 @@ def next_own(sched: Scheduler, worker: Worker, block: bool = True) -> Task | Non
         now = sched.fire_due(sched.now())
         if task in sched.ready and task not in sched.held:
             del sched.ready[task]
-            task.state = _RUNNING
-            task.workers = task.peak_workers = 1
-            sched.busy_workers += 1
+            sched.occupy_locked(task)
             return task
         if not block:
             return None

@@ -130,11 +130,16 @@ class Scheduler(TimersAndPeriodic):
             if task.state is not READY or task in self.held or task not in self.ready:
                 return False
             del self.ready[task]
-            task.state = RUNNING
-            task.workers += 1
-            task.peak_workers = max(task.peak_workers, task.workers)
-            self.busy_workers += 1
+            self.occupy_locked(task)
             return True
+
+    def occupy_locked(self, task: Task) -> None:
+        """One more worker runs ``task``, taken out of the ready set by the caller (lock held)."""
+        task.state = RUNNING
+        task.workers += 1
+        if task.workers > task.peak_workers:
+            task.peak_workers = task.workers
+        self.busy_workers += 1
 
     def release_nowait(self, task: Task, outcome: Outcome, busy_s: float = 0.0, cpu_s: float = 0.0) -> None:
         """Apply ``task``'s outcome without looking for the next task (the one-step harness)."""
@@ -185,17 +190,11 @@ class Scheduler(TimersAndPeriodic):
                 del ready[task]
                 if self.held and task in self.held:
                     continue                      # a reconfiguration holds it (runtime.refuse)
-                if task.state is RUNNING:         # joining the workers of a shared task
-                    if not task.shareable():
-                        continue
-                else:
-                    task.state = RUNNING
-                task.workers += 1
-                if task.workers > task.peak_workers:
-                    task.peak_workers = task.workers
+                if task.state is RUNNING and not task.shareable():
+                    continue                      # a shared task another worker filled meanwhile
+                self.occupy_locked(task)          # or joins the workers of a shared task
                 if task.shared and task.shareable():
                     ready[task] = next_stamp()    # room for one more worker: stay eligible (§2.2)
-                self.busy_workers += 1
                 if self.backoff is not None:
                     worker.backoff_s = self.backoff[0]
                 return task

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import elastream as es
 from elastream.elastic.config import Elastic
+from elastream.elastic.run import controller_for
 from elastream.elastic.fusion_rule import FusionPlan, FusionRule
 from elastream.elastic.loop import ElasticLoop
 from elastream.runtime.decisions import Fuse, Levels, SetThreads, Unfuse
@@ -142,15 +143,17 @@ class ScriptedThreads:
 
     name = "scripted"
 
-    def __init__(self, plan: FusionPlan, levels: list[int]):
+    def __init__(self, plan: FusionPlan | list[FusionPlan], levels: list[int], process: int = 0):
         self.rule = FusionRule(plan)
         self.levels = levels
+        self.process = process
         self.periods = 0
 
     def decide(self, period, levels, machine):
         level = self.levels[self.periods % len(self.levels)]
         self.periods += 1
-        change = [SetThreads(level, reason="scripted")] if level != levels.threads[0] else []
+        same = level == levels.threads[self.process]
+        change = [] if same else [SetThreads(level, process=self.process, reason="scripted")]
         return change + self.rule.decide(period, levels, machine)
 
 
@@ -173,5 +176,29 @@ def test_the_fusion_rule_in_a_fast_elastic_loop_keeps_the_sequential_run(stages,
         build([("busy", 0), *stages], Gated(n, {})), timeout=60)
     assert result.outputs["out"] == unfused.outputs["out"] == reference(stages, list(range(n)))
     assert tuple_counts(result) == tuple_counts(unfused)
+    assert loop.error is None
+    assert all(a.ok or a.why for a in loop.timeline.decisions())
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stages=st.lists(st.tuples(st.sampled_from(STAGES), st.integers(0, 3)), min_size=2, max_size=5),
+       n=st.integers(200, 2000), levels=st.lists(st.integers(1, 2), min_size=2, max_size=5),
+       batch_size=st.sampled_from([4, 16]))
+def test_the_fusion_rule_in_a_worker_process_keeps_the_sequential_run(stages, n, levels, batch_size):
+    # The chain runs in process 1; its thread level changes at random and the rule regroups it over the
+    # control channel, from process 1's own plan.
+    flow = build([("busy", 0), *stages], Gated(n, {}, chunk=batch_size), busy_us=50.0)
+    placement = {name: 0 if name == "src" else 1 for name in flow.operators}
+    handle = es.Runner(processes=2, threads=1, elastic=False, batch_size=batch_size, max_queue_size=16,
+                       placement=placement).start(flow)
+    plans = controller_for(handle, Elastic()).fusion.plans
+    loop = ElasticLoop(handle, Elastic(period_s=0.02), [ScriptedThreads(list(plans), levels, process=1)],
+                       Levels(threads=(1, 1), fused=handle.fused))
+    loop.start()
+    try:
+        result = handle.wait(timeout=60)
+    finally:
+        loop.stop()
+    assert result.outputs["out"] == reference([("busy", 0), *stages], list(range(n)))
     assert loop.error is None
     assert all(a.ok or a.why for a in loop.timeline.decisions())

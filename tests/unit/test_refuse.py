@@ -9,6 +9,7 @@ shutting down. The fusion rule is checked on synthetic levels and periods.
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -261,7 +262,8 @@ def test_a_regroup_that_finds_no_safe_point_in_time_changes_nothing(monkeypatch)
 # -- the elastic loop ----------------------------------------------------------------------------------
 def test_the_loop_applies_fusion_in_one_process_and_folds_it_into_the_levels():
     assert is_supported(Unfuse(CHAIN), Levels(threads=(2,)))
-    assert not is_supported(Fuse(CHAIN), Levels(threads=(2, 2)))
+    assert is_supported(Fuse(CHAIN), Levels(threads=(2, 2)))  # the run hands it to the chain's process
+    assert not is_supported(Fuse(CHAIN), Levels(threads=(2, 2), held=True))
     levels = Levels(threads=(2,), fused=(("x", "y"), CHAIN))
     applied = [Applied(Unfuse(CHAIN), 0.0, True), Applied(Fuse(("a", "b")), 0.0, True),
                Applied(Fuse(("c", "d")), 0.0, False, "no")]
@@ -345,16 +347,36 @@ def test_the_rule_retries_a_refused_fusion_after_a_few_periods():
     assert [type(d) for d in rule.decide(period(), levels)] == [Fuse]
 
 
-def test_the_rule_stays_out_of_multi_process_runs_and_of_operators_it_does_not_see():
+OTHER = FusionPlan(one_thread=(("x", "y"),), several_threads=(("x", "y"),), operators=frozenset({"x", "y"}))
+
+
+def test_the_rule_plans_each_process_apart_and_stays_out_of_held_runs():
+    mine = replace(PLAN, operators=frozenset(CHAIN))
+    rule = FusionRule([mine, OTHER])
+    assert rule.decide(period(), Levels(threads=(1, 2), fused=(CHAIN, ("x", "y")))) == []
+    # Process 0 goes to 2 threads: its chain comes apart; process 1's chain is not touched.
+    decided = rule.decide(period(), Levels(threads=(2, 2), fused=(CHAIN, ("x", "y"))))
+    assert [(type(d).__name__, d.chain) for d in decided] == [("Unfuse", CHAIN), ("Fuse", ("a", "b")),
+                                                              ("Fuse", ("c", "d"))]
+    # Process 1's chain came apart (e.g. refused at start): only its own plan proposes it again.
+    assert rule.decide(period(), Levels(threads=(2, 2), fused=(("a", "b"), ("c", "d")))) == [
+        Fuse(("x", "y"), reason="2 threads: x → y may run on several workers at once: one shared task")]
+    # A part with nothing to fuse leaves the chains fused before the run (elastic.units) alone.
+    empty = FusionRule([mine, FusionPlan(operators=frozenset())])
+    assert empty.decide(period(), Levels(threads=(1, 2), fused=(CHAIN, ("u", "v")))) == []
+    held = FusionRule([mine, OTHER])
+    assert held.decide(period(), Levels(threads=(2, 2), fused=(CHAIN,), held=True)) == []
+
+
+def test_the_rule_leaves_alone_operators_it_does_not_see():
     rule = FusionRule(PLAN)
-    assert rule.decide(period(), Levels(threads=(2, 2), fused=(CHAIN,))) == []
     # A period naming other operators (a unit of another backend): no Fuse of what it does not see.
     assert rule.decide(period("src", "a+b", "out"), Levels(threads=(1,), fused=())) == []
 
 
 def test_the_plan_of_a_flow_and_of_a_flow_without_fusion():
     flow = chain_flow(range(10))
-    assert FusionPlan.of(flow) == PLAN
-    assert FusionPlan.of(flow, fuse=False) == FusionPlan()
+    assert FusionPlan.of(flow) == replace(PLAN, operators=frozenset(CHAIN))
+    assert FusionPlan.of(flow, fuse=False) == FusionPlan(operators=frozenset())  # covers no chain
     combined = CombinedController(fusion=PLAN)
     assert isinstance(combined.fusion, FusionRule) and CombinedController().fusion is None

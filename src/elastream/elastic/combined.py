@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from elastream.elastic.controller import Machine
@@ -36,7 +37,8 @@ class CombinedController:
 
     name = "auto"
 
-    def __init__(self, threads: str = "trend", fusion: FusionPlan | None = None, **ds2_options: Any):
+    def __init__(self, threads: str = "trend", fusion: FusionPlan | Sequence[FusionPlan] | None = None,
+                 **ds2_options: Any):
         if threads not in THREAD_CONTROLLERS:
             raise ValueError(f"unknown thread controller {threads!r}; choose one of {', '.join(THREAD_CONTROLLERS)}")
         self.threads = THREAD_CONTROLLERS[threads]()

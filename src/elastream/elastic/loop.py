@@ -37,7 +37,8 @@ from elastream.elastic.config import Elastic
 from elastream.metrics.period import PeriodStats, period_between
 from elastream.metrics.stats import FlowStats
 from elastream.metrics.timeline import Timeline
-from elastream.runtime.decisions import Applied, Decision, Fuse, Levels, SetProcesses, SetReplicas, SetThreads, Unfuse
+from elastream.runtime.decisions import (Applied, Decision, Fuse, Levels, SetProcesses, SetReplicas, SetThreads,
+                                         Unfuse, fused_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +187,7 @@ def is_supported(decision: Decision, levels: Levels) -> bool:
     if isinstance(decision, SetThreads):
         return True
     if isinstance(decision, (Fuse, Unfuse)):
-        return levels.processes == 1
+        return not levels.held  # a held run's part 0 hosts the held units' bypasses: its chains stay as built
     return isinstance(decision, SetReplicas) and decision.operator in levels.replicas
 
 
@@ -206,17 +207,5 @@ def levels_after(levels: Levels, applied: Sequence[Applied]) -> Levels:
         elif a.ok and isinstance(a.decision, SetReplicas) and a.decision.operator in replicas:
             replicas[a.decision.operator] = a.decision.count
         elif a.ok and isinstance(a.decision, (Fuse, Unfuse)):
-            fused = _fused_after(fused, a.decision)
+            fused = list(fused_after(fused, a.decision))
     return replace(levels, threads=tuple(threads), replicas=replicas, fused=tuple(fused))
-
-
-def _fused_after(fused: list[tuple[str, ...]], decision: Fuse | Unfuse) -> list[tuple[str, ...]]:
-    """The fused chains once ``decision`` took effect: an un-fused chain leaves; a fused one replaces the
-    chains inside it, where the first of them was (at the end when none was)."""
-    chain = tuple(decision.chain)
-    if isinstance(decision, Unfuse):
-        return [c for c in fused if c != chain]
-    inside = [i for i, c in enumerate(fused) if set(c) <= set(chain)]
-    at = inside[0] if inside else len(fused)
-    kept = [c for i, c in enumerate(fused) if i not in inside]
-    return kept[:at] + [chain] + kept[at:] if chain not in kept else kept

@@ -104,8 +104,10 @@ def controller_for(inner: Any, elastic: Elastic) -> Any:
     (:mod:`elastream.elastic.fusion_rule`), from the flow the backend runs."""
     if elastic.controller != "auto" or not hasattr(inner, "flow"):
         return create_controller(elastic.controller)
-    scheduling = getattr(getattr(inner, "config", None), "scheduling", None)
-    return create_controller("auto", fusion=FusionPlan.of(inner.flow, getattr(scheduling, "fuse", True)))
+    fuse = getattr(getattr(getattr(inner, "config", None), "scheduling", None), "fuse", True)
+    if hasattr(inner, "part_flows"):  # a run over processes: a plan per process, of the part it runs
+        return create_controller("auto", fusion=[FusionPlan.of(part, fuse) for part in inner.part_flows()])
+    return create_controller("auto", fusion=FusionPlan.of(inner.flow, fuse))
 
 
 class MachineProbe:

@@ -3,7 +3,8 @@
 The parent's :meth:`~elastream.processes.supervisor.ProcessRunHandle.submit`
 routes each decision to one part (:func:`target_process`): ``SetThreads`` to
 the process it names, ``SetReplicas`` / ``MoveKeyGroups`` to the process that
-hosts the operator's ordered split. A worker applies it at its control loop
+hosts the operator's ordered split, ``Fuse`` / ``Unfuse`` to the process that runs
+the chain's operators (its engine regroups its own tasks). A worker applies it at its control loop
 (the local part at once) with :func:`apply_in_part` and answers with a
 :class:`~elastream.processes.messages.ControlResult`; :class:`PendingReplies`
 matches the answers to the waiting callers.
@@ -19,12 +20,12 @@ from __future__ import annotations
 import itertools
 import threading
 from time import perf_counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastream.processes.messages import ControlResult
-from elastream.runtime.decisions import Decision, MoveKeyGroups, SetReplicas, SetThreads
+from elastream.runtime.decisions import Decision, Fuse, MoveKeyGroups, SetReplicas, SetThreads, Unfuse
 
 #: How long ``submit`` waits for a worker's answer before recording the decision as unanswered.
 REPLY_TIMEOUT_S = 5.0
@@ -45,7 +46,25 @@ def target_process(decision: Decision, assignment: Mapping[str, int]) -> int | s
         if split not in assignment:
             return f"operator {decision.operator!r} is not replicated in this run"
         return assignment[split]
+    if isinstance(decision, (Fuse, Unfuse)):
+        return chain_process(decision.chain, assignment)
     return f"unknown decision {type(decision).__name__}"
+
+
+def chain_process(chain: Sequence[str], assignment: Mapping[str, int]) -> int | str:
+    """The process that runs every operator of ``chain`` (a part regroups its own tasks), or why none does.
+
+    Example: ``chain_process(("a", "b"), {"a": 1, "b": 0})`` names the two processes: a chain is fused
+    within one process.
+    """
+    missing = [name for name in chain if name not in assignment]
+    if missing:
+        return f"operator {missing[0]!r} does not run as an operator of its own in this run"
+    processes = sorted({assignment[name] for name in chain})
+    if len(processes) > 1:
+        return (f"{' → '.join(chain)} runs over processes {', '.join(map(str, processes))}: "
+                "a chain is fused within one process")
+    return processes[0]
 
 
 def apply_in_part(handle: Any, decision: Decision) -> ControlResult:
@@ -67,6 +86,9 @@ def _apply_in_part(handle: Any, decision: Decision) -> ControlResult:
         return ControlResult(0, applied.ok, applied.why)
     if isinstance(decision, SetReplicas):
         return set_active_replicas(handle, decision)
+    if isinstance(decision, (Fuse, Unfuse)):  # the part's engine regroups its tasks (runtime.refuse)
+        applied = handle.submit([decision])[0]
+        return ControlResult(0, applied.ok, applied.why, pause_ms=applied.pause_ms)
     return ControlResult(0, False, f"{type(decision).__name__} of {decision.operator!r} {NOT_YET}")
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from elastream.metrics.stats import FlowStats, OperatorStats, PortStats
 from elastream.ordered.replica import OrderedReplica
 from elastream.processes.spec import ChildSpec, build_child_flow
+from elastream.runtime.decisions import Fuse, Unfuse, fused_after
 from elastream.runtime.fusion import FusedChain, find_chains, fusable
 
 
@@ -65,12 +66,37 @@ def part_chains(spec: ChildSpec) -> list[tuple[str, ...]]:
     return find_chains(flow, {name: op.spec() for name, op in instances.items()}, instances, spec.config.threads)
 
 
-def run_chains(operators: Iterable[Any], specs: Sequence[ChildSpec]) -> tuple[tuple[str, ...], ...]:
-    """Every chain running fused in a run of ``operators`` split into ``specs``: unit chains, then each part's."""
-    chains = unit_chains(operators)
-    for spec in specs:
-        chains.extend(part_chains(spec))
-    return tuple(dict.fromkeys(chains))
+class RunChains:
+    """The chains running fused in a run of ``operators`` split into ``specs`` (parts 1.. as they run now).
+
+    Unit chains (fused into one operator before the run) stay as they are; a worker part's chains
+    start as it compiled them and follow the ``Fuse`` / ``Unfuse`` it applied (:meth:`regrouped`).
+    Part 0's run live in its own engine, which the caller adds.
+
+    Threading: built and updated on the caller's thread (the one that submits decisions).
+    """
+
+    def __init__(self, operators: Iterable[Any], specs: Sequence[ChildSpec]):
+        self.units = tuple(unit_chains(operators))
+        self.parts: dict[int, tuple[tuple[str, ...], ...]] = {
+            index: tuple(part_chains(spec)) for index, spec in enumerate(specs) if index > 0}
+
+    def regrouped(self, process: int, decision: Fuse | Unfuse) -> None:
+        """Record that worker part ``process`` applied ``decision``."""
+        if process in self.parts:
+            self.parts[process] = fused_after(self.parts[process], decision)
+
+    def all(self) -> tuple[tuple[str, ...], ...]:
+        """Unit chains, then each worker part's (each chain once)."""
+        chains = list(self.units)
+        for process in sorted(self.parts):
+            chains.extend(self.parts[process])
+        return tuple(dict.fromkeys(chains))
+
+
+def part_flows(specs: Sequence[ChildSpec]) -> list[Any]:
+    """The flow each part compiles (proxies at its cut edges), by process index: what it may fuse."""
+    return [build_child_flow(spec) for spec in specs]
 
 
 # -- statistics ----------------------------------------------------------------------------------

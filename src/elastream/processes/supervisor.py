@@ -40,6 +40,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import cached_property
 from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
 from typing import Any
@@ -49,7 +50,7 @@ from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats
 from elastream.processes import forkserver, live_runs
 from elastream.processes.control import PendingReplies, target_process
-from elastream.processes.fused_members import listed_operators, run_chains
+from elastream.processes.fused_members import RunChains, listed_operators, part_flows
 from elastream.processes.held_start import HeldWorkers
 from elastream.processes.spawn import create_rings, spawn_workers
 from elastream.processes.local import LocalPart
@@ -63,7 +64,7 @@ from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flo
 from elastream.processes.worker_death import WorkerProcessError, death_of
 from elastream.processes.child_record import ChildRecord as _Child, any_unended
 from elastream.runtime.config import RunConfig
-from elastream.runtime.decisions import Applied, Decision, SetReplicas, SetThreads
+from elastream.runtime.decisions import Applied, Decision, Fuse, SetReplicas, SetThreads, Unfuse
 from elastream.runtime.handle import RunResult, wait_slice
 from elastream.runtime.periodic import PeriodListener, PeriodSampler
 
@@ -109,7 +110,6 @@ class ProcessRunHandle:
         """Held-ready workers the supervisor thread has still to start (processes.held_start)."""
         self._local: LocalPart | None = None
         self._replies = PendingReplies()
-        self._fused: tuple[tuple[str, ...], ...] | None = None
         operators = {name: handle.operator for name, handle in self.run_flow.operators.items()}
         #: Every name stats() lists, with its operator: a replicated fused chain's members too.
         self._listed = listed_operators(operators, self.assignment, config.bypass)
@@ -325,11 +325,8 @@ class ProcessRunHandle:
         self._fail_on_lost_parts()
 
     def _fail_on_lost_parts(self) -> None:
-        """A worker that ended without reporting its end fails the run (unless a stop was asked for).
-
-        Its sentinel normally says so first (:meth:`_on_exit`); this is the last check before the
-        run's end is published, so that a run never returns normally without a part's outputs.
-        """
+        """A worker that ended without reporting its end fails the run (unless a stop was asked for): its sentinel
+        normally says so first (:meth:`_on_exit`); this last check keeps a run from ending without a part's outputs."""
         lost = [c for c in self._children if c.final is None]
         if lost and self._failure is None and not self._explicit_shutdown:
             c = lost[0]
@@ -363,11 +360,10 @@ class ProcessRunHandle:
     def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
         """Carry ``decisions`` to the parts that host them, wait for their answers, record them in ``timeline``.
 
-        ``SetThreads`` goes to the process it names (0: this one); ``SetReplicas`` and
-        ``MoveKeyGroups`` to the process of the operator's split. Every decision is sent
-        before any answer is awaited; a worker answers from its control loop within
-        milliseconds (or the decision is recorded as unanswered after
-        :data:`~elastream.processes.control.REPLY_TIMEOUT_S`).
+        ``SetThreads`` goes to the process it names (0: this one); ``SetReplicas`` and ``MoveKeyGroups`` to
+        the process of the operator's split; ``Fuse`` / ``Unfuse`` to the process that runs the chain. Every
+        decision is sent before any answer is awaited; a worker answers from its control loop within
+        milliseconds (or the decision is recorded as unanswered after :data:`~.control.REPLY_TIMEOUT_S`).
 
         Example: ``handle.submit([SetThreads(2, process=1)])[0].ok`` is True once process 1 runs 2 threads.
         """
@@ -376,6 +372,8 @@ class ProcessRunHandle:
         applied = []
         for decision, sent in zip(decisions, pending):
             result = sent if isinstance(sent, ControlResult) else self._replies.wait(sent)
+            if result.ok and isinstance(decision, (Fuse, Unfuse)):
+                self._chains.regrouped(target_process(decision, self.assignment), decision)
             applied.append(Applied(decision, at, result.ok, result.why, result.pause_ms))
         self.timeline.extend(applied)
         return applied
@@ -417,13 +415,18 @@ class ProcessRunHandle:
 
     @property
     def fused(self) -> tuple[tuple[str, ...], ...]:
-        """The chains running as one task each (member names in flow order): those fused into one operator
-        before the run (``elastic.units``; replicated as ``"a+b+c#0"``…), each worker's as it compiled them,
-        then part 0's as they run now."""
-        if self._fused is None:
-            self._fused = run_chains((h.operator for h in self.run_flow.operators.values()), self._specs[1:])
+        """The chains running as one task each (member names in flow order): those fused into one operator before
+        the run (``elastic.units``; replicated as ``"a+b+c#0"``…), then each part's as it runs them now."""
         local = self._local.handle if self._local is not None else None
-        return tuple(dict.fromkeys(self._fused + tuple(local.fused if local is not None else ())))
+        return tuple(dict.fromkeys(self._chains.all() + tuple(local.fused if local is not None else ())))
+
+    @cached_property
+    def _chains(self) -> RunChains:
+        return RunChains((h.operator for h in self.run_flow.operators.values()), self._specs)
+
+    def part_flows(self) -> list[Flow]:
+        """The flow each part runs, by process index (its operators and the proxies at its cut edges)."""
+        return part_flows(self._specs)
 
     @property
     def threads(self) -> int:

@@ -18,6 +18,7 @@ Example::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -96,6 +97,21 @@ class HotKey:
 
 
 Decision = SetThreads | SetReplicas | MoveKeyGroups | SetProcesses | Fuse | Unfuse | HotKey
+
+
+def fused_after(fused: Sequence[tuple[str, ...]], decision: Fuse | Unfuse) -> tuple[tuple[str, ...], ...]:
+    """The fused chains once ``decision`` took effect: an un-fused chain leaves; a fused one replaces the
+    chains inside it, where the first of them was (at the end when none was).
+
+    Example: ``fused_after([("a", "b")], Fuse(("a", "b", "c"))) == (("a", "b", "c"),)``
+    """
+    chain = tuple(decision.chain)
+    if isinstance(decision, Unfuse):
+        return tuple(c for c in fused if c != chain)
+    inside = [i for i, c in enumerate(fused) if set(c) <= set(chain)]
+    at = inside[0] if inside else len(fused)
+    kept = [c for i, c in enumerate(fused) if i not in inside]
+    return tuple(kept[:at] + [chain] + kept[at:] if chain not in kept else kept)
 
 
 @dataclass(frozen=True, slots=True)

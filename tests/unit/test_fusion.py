@@ -216,3 +216,31 @@ def test_a_chain_the_flow_holds_as_one_operator_runs_and_reports_its_members():
     assert counts(result)["inc"] == (3, 3) and counts(result)["tag"] == (3, 4)
     assert handle.operator("inc+tag").members[1].seen_name == "tag"   # each member opened under its own name
     assert members[1].seen_name is None                                # the run worked on its own instances
+
+
+def wide_groups(flow: es.Flow) -> tuple[tuple[str, ...], ...]:
+    """What the manual model runs as one task each (fused wide, sources joined to their chains)."""
+    return compile_flow(flow, max_queue_size=64, batch_size=16, fuse=True, wide=True).fused
+
+
+def test_manual_model_joins_a_source_to_the_chain_or_the_operator_it_feeds():
+    flow = es.Flow("joins")
+    (flow.source(range(10), name="src").map(abs, name="a").key_by(lambda x: x % 2)
+     .reduce(lambda acc, x: acc + x, initial=int, name="sum").sink(es.ops.Collect(), name="out"))
+    flow.source(range(10), name="lone").sink(es.ops.Collect(), name="alone")   # one operator joins alone
+    assert wide_groups(flow) == (("src", "a", "sum", "out"), ("lone", "alone"))
+    tasks = compile_flow(flow, max_queue_size=64, batch_size=16, fuse=True, wide=True).tasks
+    assert [(t.name, t.inputs, t.outputs) for t in tasks] == [("src+a+sum+out", [], []), ("lone+alone", [], [])]
+
+
+def test_a_source_joins_only_an_operator_it_alone_feeds_through_its_one_output():
+    flow = es.Flow("apart")
+    fan = flow.source(range(10), name="fan")                          # two connections out: stays a task
+    fan.map(abs, name="a").sink(es.ops.Collect(), name="out_a")
+    fan.map(abs, name="b").sink(es.ops.Collect(), name="out_b")
+    left = flow.source(range(10), name="left")                        # into a two-input union: stays a task
+    left.union(flow.source(range(10), name="right"), name="both").sink(es.ops.Collect(), name="out_u")
+    flow.source(range(10), name="pre").then(es.ops.Barrier(1), name="bar") \
+        .sink(es.ops.Collect(), name="out_bar")                       # a coroutine operator is never fused
+    assert wide_groups(flow) == (("a", "out_a"), ("b", "out_b"))
+    assert compiled_chains(flow) == ()                                # never without wide fusion (threads)

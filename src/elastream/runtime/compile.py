@@ -15,6 +15,7 @@ from elastream.runtime.allotment import ParallelFunctionTask, wants_allotment
 from elastream.runtime.buffer import PortBuffer
 from elastream.runtime.context import Context, InputPort, OutputPort
 from elastream.runtime.fusion import FusedChain, find_chains, fused_name
+from elastream.runtime.sourced import SourceChainTask, SourcedChain, find_source_joins
 from elastream.runtime.task import CoroutineTask, FunctionTask, SourceTask, Task
 
 
@@ -107,12 +108,19 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
     runs as one task (:mod:`elastream.runtime.fusion`). Off by default here, so
     tests driving tasks one by one see one task per operator; runs take it from
     ``SchedulingConfig(fuse=...)``, on by default. ``wide`` fuses stateful operators and sinks too
-    (the manual model: :func:`~elastream.runtime.fusion.fusable`).
+    (the manual model: :func:`~elastream.runtime.fusion.fusable`), and joins each pulled source to
+    the chain it feeds, which it then calls per batch with no buffer between them
+    (:mod:`elastream.runtime.sourced`); ``fused`` lists such a group with its source first.
     """
     flow.validate()
     instances = {name: handle.operator.instantiate() for name, handle in flow.operators.items()}
     specs = {name: op.spec() for name, op in instances.items()}
     chains = find_chains(flow, specs, instances, threads, wide) if fuse else []
+    if fuse and wide:
+        joined = find_source_joins(flow, specs, instances, chains)
+        heads = {group[1] for group in joined}
+        order = {name: i for i, name in enumerate(flow.operators)}
+        chains = sorted([c for c in chains if c[0] not in heads] + joined, key=lambda group: order[group[0]])
     chain_of = {name: chain for chain in chains for name in chain}
     tasks: dict[str, Task] = {}       # by task name
     task_of: dict[str, Task] = {}     # by operator name (every member of a chain maps to its task)
@@ -120,7 +128,10 @@ def compile_flow(flow: Flow, *, max_queue_size: int, batch_size: int, threads: i
         chain = chain_of.get(name)
         if chain is not None and name != chain[0]:
             continue                  # a later member: its chain's task exists already
-        if chain:
+        if chain and specs[name].driver is Driver.PULL:
+            task = _make_sourced_task(chain, instances, specs, i, batch_size=batch_size,
+                                      capacity=max(max_queue_size, specs[chain[1]].input_capacity))
+        elif chain:
             task = _make_chain_task(chain, instances, specs, i, batch_size=batch_size, threads=threads,
                                     reorder=reorder, partitioning=partitioning)
         else:
@@ -149,6 +160,18 @@ def _make_chain_task(chain: tuple[str, ...], instances: dict[str, Operator], spe
     """One task running the operators of ``chain`` (flow order) as a :class:`FusedChain`."""
     op = FusedChain(chain, [instances[n] for n in chain], [specs[n] for n in chain])
     task = make_task(fused_name(chain), op, index, spec=op.spec(), **options)
+    op.bind(task)
+    return task
+
+
+def _make_sourced_task(group: tuple[str, ...], instances: dict[str, Operator], specs: dict[str, OperatorSpec],
+                       index: int, *, batch_size: int, capacity: int) -> Task:
+    """One task pulling the source ``group[0]`` and calling the chain of the rest on each batch (the manual model);
+    ``capacity``: what the chain's input port would have held."""
+    rest = group[1:]
+    chain = FusedChain(rest, [instances[n] for n in rest], [specs[n] for n in rest])
+    op = SourcedChain(group[0], instances[group[0]], specs[group[0]], chain, capacity)
+    task = SourceChainTask(fused_name(group), op, index, batch_size, op.spec())
     op.bind(task)
     return task
 

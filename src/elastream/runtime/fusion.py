@@ -188,11 +188,32 @@ def plan_steps(specs: Sequence[OperatorSpec]) -> list[tuple[int, int]]:
     return steps
 
 
+class MemberRunner:
+    """What runs several of the user's operators as one task, each still named and counted on its own.
+
+    :class:`FusedChain` and the manual model's source joined to its chain
+    (:class:`~elastream.runtime.sourced.SourcedChain`) are one. ``names`` and ``members`` are the
+    operators in flow order; ``views`` their member views once bound; ``failed_member`` the one whose
+    code raised first (None while none has); :meth:`counters` each one's tuples in, out and busy seconds;
+    ``kinds`` each one's own :class:`Kind` (a snapshot lists a chain's sink as a sink, its Maps as stateless).
+    """
+
+    names: tuple[str, ...]
+    members: tuple[Operator, ...]
+    kinds: tuple[Kind, ...]
+    views: tuple[_MemberView, ...]
+    failed_member: str | None
+
+    def counters(self) -> tuple[list[int], list[int], list[float]]:
+        """Each member's tuples in, tuples out and busy seconds so far."""
+        raise NotImplementedError
+
+
 #: What a pickled chain leaves behind (made again by ``__setstate__``).
 _UNPICKLED = frozenset({"views", "_contexts", "_stages", "_steps", "_lock", "_now"})
 
 
-class FusedChain(FunctionOperator):
+class FusedChain(MemberRunner, FunctionOperator):
     """The operator of a fused chain's task: its members stage after stage, per batch.
 
     ``names`` and ``members`` are the chain's operator names and run instances in
@@ -208,6 +229,7 @@ class FusedChain(FunctionOperator):
         self.members = tuple(members)
         self._specs = tuple(specs)
         self._spec = chain_spec(specs)
+        self.kinds = tuple(s.kind for s in specs)
         n = len(self.members)
         # Per member: what ran stage by stage (sampled batches, end of stream, chains without composition).
         self._in = [0] * n
@@ -448,13 +470,19 @@ def fused_chain(task: Task) -> FusedChain | None:
     return op if isinstance(op, FusedChain) else None
 
 
+def member_runner(task: Task) -> MemberRunner | None:
+    """What runs ``task``'s several operators (a fused chain, or a source joined to one), or None for one operator."""
+    op = task.op
+    return op if isinstance(op, MemberRunner) else None
+
+
 def member_names(task: Task) -> tuple[str, ...]:
-    """The user's operators a task runs: a fused chain's members, else its own name."""
-    chain = fused_chain(task)
-    return chain.names if chain is not None else (task.name,)
+    """The user's operators a task runs: a fused chain's members (a joined source first), else its own name."""
+    runner = member_runner(task)
+    return runner.names if runner is not None else (task.name,)
 
 
 def entry_name(task: Task) -> str:
     """The operator whose input port ``task``'s input is (a chain's first member)."""
-    chain = fused_chain(task)
-    return chain.names[0] if chain is not None else task.name
+    runner = member_runner(task)
+    return runner.names[0] if runner is not None else task.name

@@ -134,6 +134,9 @@ class Regrouper:
     # -- planning ----------------------------------------------------------------------------------
     def _plan_unfuse(self, chain: tuple[str, ...]) -> tuple[list[Task], list[tuple[str, ...]]]:
         task = next((t for t in self.sched.tasks if len(member_names(t)) > 1 and member_names(t) == chain), None)
+        if task is not None and fused_chain(task) is None:  # a source joined to its chain (runtime.sourced)
+            raise RegroupRefused(f"{' → '.join(chain)} runs as one task with its source (the manual model); "
+                                 "it cannot be un-fused")
         if task is None or fused_chain(task) is None:
             running = ", ".join(" → ".join(c) for c in self.chains) or "none"
             raise RegroupRefused(f"no running fused chain is {' → '.join(chain)} (fused now: {running})")

@@ -13,7 +13,7 @@ from time import perf_counter
 from typing import TYPE_CHECKING
 
 from elastream.metrics.stats import FlowStats, OperatorStats, PortStats, WorkerStats
-from elastream.runtime.fusion import FusedChain, entry_name, fused_chain
+from elastream.runtime.fusion import MemberRunner, entry_name, member_runner
 from elastream.runtime.states import OperatorState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,14 +81,14 @@ def _sent_by_operator(task: Task) -> dict[str, int]:
 
 def task_stats(task: Task, now: float, sched_now: float | None = None) -> list[OperatorStats]:
     """The operators ``task`` runs: itself, or each member of the chain it fuses (flow order)."""
-    chain = fused_chain(task)
+    chain = member_runner(task)
     if chain is None:
         return [operator_stats(task, now, sched_now)]
     return member_stats(task, chain, now, sched_now)
 
 
-def member_stats(task: Task, chain: FusedChain, now: float, sched_now: float | None = None) -> list[OperatorStats]:
-    """One snapshot per member of a fused chain, as if each ran as its own task.
+def member_stats(task: Task, chain: MemberRunner, now: float, sched_now: float | None = None) -> list[OperatorStats]:
+    """One snapshot per member of a fused chain (a joined source first: runtime.sourced), as if each ran alone.
 
     Tuple counts are each member's own (counted per batch). The task's busy and CPU
     seconds are shared out in proportion to the members' stage times
@@ -97,23 +97,26 @@ def member_stats(task: Task, chain: FusedChain, now: float, sched_now: float | N
     Rates scale with each member's share of the chain's input (output). The first
     member has the chain's input port and read waits, the last its output side;
     the ports between members are calls, shown as always-empty ports that passed
-    every tuple.
+    every tuple. Each member keeps its own kind. A chain that ends in a sink writes nowhere, so its
+    members' write rates scale from the chain's read rate instead.
     """
     whole = operator_stats(task, now, sched_now)
     names, n = chain.names, len(chain.names)
     tuples_in, tuples_out, stage_s = chain.counters()
     timed = sum(stage_s)
     shares = [s / timed for s in stage_s] if timed > 0 else [1.0 / n] * n
-    head_in, tail_out = tuples_in[0], tuples_out[-1]
+    # The chain's input: its head's, or what a joined source produced (a source takes nothing in).
+    fed, tail_out = tuples_in[0] or tuples_out[0], tuples_out[-1]
     out = []
     for i, name in enumerate(names):
         first, last = i == 0, i == n - 1
-        inputs = _renamed_ports(whole.inputs, name) if first else (_inner_port(task, name, tuples_in[i]),)
+        inputs = _renamed_ports(whole.inputs, name) if first else (_inner_port(task, chain, name, tuples_in[i]),)
+        write_rate = (_scaled(whole.write_rate, tuples_out[i], tail_out) if tail_out
+                      else _scaled(whole.read_rate, tuples_out[i], fed))
         out.append(replace(
-            whole, name=name, busy_s=whole.busy_s * shares[i], cpu_s=whole.cpu_s * shares[i],
+            whole, name=name, kind=chain.kinds[i], busy_s=whole.busy_s * shares[i], cpu_s=whole.cpu_s * shares[i],
             tuples_in=tuples_in[i], tuples_out=tuples_out[i],
-            read_rate=whole.read_rate * tuples_in[i] / head_in if head_in else 0.0,
-            write_rate=whole.write_rate * tuples_out[i] / tail_out if tail_out else 0.0,
+            read_rate=_scaled(whole.read_rate, tuples_in[i], fed), write_rate=write_rate,
             read_blocked_s=whole.read_blocked_s if first else 0.0,
             write_blocked_s=whole.write_blocked_s if last else 0.0,
             output_write_blocked_ratio=whole.output_write_blocked_ratio if last else 0.0,
@@ -123,13 +126,19 @@ def member_stats(task: Task, chain: FusedChain, now: float, sched_now: float | N
     return out
 
 
+def _scaled(rate: float, part: int, whole: int) -> float:
+    """``rate`` in proportion ``part / whole`` (0 when nothing passed yet)."""
+    return rate * part / whole if whole else 0.0
+
+
 def _renamed_ports(ports: tuple[PortStats, ...], name: str) -> tuple[PortStats, ...]:
     return tuple(replace(p, operator=name) for p in ports)
 
 
-def _inner_port(task: Task, name: str, passed: int) -> PortStats:
-    """The port between two members of a chain: a call, never holding a tuple."""
-    capacity = task.inputs[0].capacity if task.inputs else 0
+def _inner_port(task: Task, chain: MemberRunner, name: str, passed: int) -> PortStats:
+    """The port between two members of a chain: a call, never holding a tuple (shown with the chain's
+    input capacity, or for a joined source the capacity its chain's port would have had)."""
+    capacity = task.inputs[0].capacity if task.inputs else getattr(chain, "entry_capacity", 0)
     return PortStats(operator=name, port=0, size=0, capacity=capacity, max_size=0, writes=passed, reads=passed,
                      dropped=0, closed=task.state.value == "completed", publishers=1, write_blocked_ratio=0.0,
                      front_wait_s=0.0)

@@ -21,6 +21,10 @@ from elastream.errors import FlowValidationError
 from elastream.operators.base import Operator
 from elastream.operators.user_code import check_operator
 
+#: Priority classes a query may be tagged with (:meth:`Flow.tag_query`), lowest first.
+PRIORITY_CLASSES = ("low", "high")
+DEFAULT_PRIORITY = "low"
+
 if TYPE_CHECKING:  # pragma: no cover
     from elastream.graph.fluent import Stream
 
@@ -103,6 +107,7 @@ class Flow:
         self._handles: dict[str, OperatorHandle] = {}
         self._connections: list[Connection] = []
         self._auto_names: dict[str, int] = {}
+        self._query_tags: dict[str, tuple[str, str]] = {}
 
     # -- composition -----------------------------------------------------
     def add(self, op: Operator, name: str | None = None) -> OperatorHandle:
@@ -136,14 +141,47 @@ class Flow:
         self._connections.append(conn)
         return conn
 
-    def source(self, op: Any, name: str | None = None) -> Stream:
-        """Start a fluent pipeline from a source operator or any iterable."""
+    def source(self, op: Any, name: str | None = None, *, query: str | None = None,
+               priority: str | None = None) -> Stream:
+        """Start a fluent pipeline from a source operator or any iterable.
+
+        ``query`` / ``priority`` tag the source (see :meth:`tag_query`); the operators downstream of
+        it belong to the same query unless tagged otherwise.
+        """
         from elastream.graph.fluent import Stream, as_source
 
         if isinstance(op, Operator):
             _refuse_misdefined(op, name)  # before as_source reads its ports
+        if priority is not None and query is None:
+            raise FlowValidationError("flow.source(..., priority=...) needs query=... (the query it ranks)",
+                                      operator=name)
         handle = self.add(as_source(op), name=name)
+        if query is not None:
+            self.tag_query(handle.name, query=query, priority=priority or DEFAULT_PRIORITY)
         return Stream(self, handle.out(0))
+
+    def tag_query(self, *names: str, query: str, priority: str = "low") -> None:
+        """Tag operators ``names`` as part of query ``query`` of priority class ``priority`` ("high" or "low").
+
+        Scheduling policies that rank queries read the tags (Haren's Multi-class, ``haren:multiclass``).
+        A query is otherwise a connected component of the flow; an untagged operator belongs to the
+        query of the nearest tagged operator upstream of it.
+
+        Example: ``flow.source(sensor, name="s", query="alerts", priority="high")`` or
+        ``flow.tag_query("parse", "score", query="alerts", priority="high")``.
+        """
+        if priority not in PRIORITY_CLASSES:
+            raise FlowValidationError(f"unknown priority class {priority!r}; choose one of "
+                                      f"{', '.join(PRIORITY_CLASSES)}", operator=names[0] if names else None)
+        for name in names:
+            if name not in self._handles:
+                raise FlowValidationError(f"no operator {name!r} in flow {self.name!r} to tag", operator=name)
+            self._query_tags[name] = (str(query), priority)
+
+    @property
+    def query_tags(self) -> dict[str, tuple[str, str]]:
+        """Operator name → (query, priority class), for the operators tagged with :meth:`tag_query`."""
+        return dict(self._query_tags)
 
     # -- inspection --------------------------------------------------------
     @property

@@ -16,7 +16,8 @@ from typing import Any
 
 _REGISTRY: dict[str, type] = {}
 _BUILTIN_MODULES = ("random", "max_queue", "min_latency", "least_recently_run",
-                    "max_running_time", "max_tuple_wait", "qst", "lp", "et", "ct", "ibm")
+                    "max_running_time", "max_tuple_wait", "qst", "lp", "et", "ct", "ibm",
+                    "haren")
 
 
 def register(name: str) -> Callable[[type], type]:

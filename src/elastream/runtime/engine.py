@@ -51,10 +51,16 @@ class ThreadRunHandle:
         scheduling, ordering = config.scheduling, config.ordering
         self.policy = create_policy(config.policy, seed=config.seed)
         exclusive = getattr(self.policy, "exclusive", False)  # no task shared between workers (policies.ibm)
-        compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=config.batch_size,
+        # A Haren policy sets the tuples of one execution (b) and schedules every operator on its own.
+        batch_size = getattr(self.policy, "tuples_per_run", None) or config.batch_size
+        fuse = scheduling.fuse and (config.model == "manual" or
+                                    (config.model != "dedicated" and getattr(self.policy, "fuses", True)))
+        compiled = compile_flow(flow, max_queue_size=config.max_queue_size, batch_size=batch_size,
                                 threads=1 if exclusive else config.threads, reorder=ordering.reorder,
-                                partitioning=ordering.partitioning,
-                                fuse=scheduling.fuse and config.model != "dedicated", wide=config.model == "manual")
+                                partitioning=ordering.partitioning, fuse=fuse, wide=config.model == "manual")
+        bind = getattr(self.policy, "bind", None)  # the flow's query tags and the workers (policies.haren)
+        if bind is not None:
+            bind(flow, config.threads)
         self._instances = compiled.instances  # every operator's run instance, fused chains' members too
         self.bypasses = Bypasses.install(compiled, config.bypass, config.batch_size, config.max_queue_size)
         """Held units running unreplicated until their first replica joins (:meth:`splice`)."""

@@ -63,6 +63,9 @@ class Scheduler(TimersAndPeriodic):
         #: (first, longest) wait of an idle worker that backs off instead of being woken (a policy's
         #: ``backoff``: IBM Streams §4.1.3); None: idle workers wait to be notified.
         self.backoff: tuple[float, float] | None = getattr(policy, "backoff", None)
+        #: A policy that keeps a list of operators per worker (Haren's execution task: policies.haren)
+        #: chooses each worker's next task itself, through ``next_task(sched, worker, block)``.
+        self.per_worker = policy if getattr(policy, "per_worker", False) else None
         #: READY tasks in the order they became ready, each mapped to its arrival stamp (runtime.ready:
         #: a policy's index follows the set through them).
         self.ready: dict[Task, int] = new_ready_set(policy)
@@ -176,6 +179,8 @@ class Scheduler(TimersAndPeriodic):
     def _next_locked(self, worker: Worker, block: bool = True) -> Task | None:
         if worker.own is not None:  # the dedicated model: this worker runs its one operator only
             return next_own(self, worker, block)
+        if self.per_worker is not None:  # a worker's own list (Haren's T_E); the lock held, as here
+            return self.per_worker.next_task(self, worker, block)
         while True:
             if worker.retiring or self.finished.is_set():
                 return None

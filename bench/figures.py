@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from elastream.bench import (_figures_cstream, _figures_elastic, _figures_ibm, _figures_ordered, _figures_pending,
+from elastream.bench import (_figures_cstream, _figures_elastic, _figures_haren, _figures_ibm, _figures_ordered,
                              _figures_turbostream)
 from elastream.bench._common import machine
 from elastream.bench._figures_core import Figure, NotAvailable, commands_in, json_safe
@@ -38,7 +38,7 @@ def registry() -> list[Figure]:
     """Every figure, in report order: by paper, then figure."""
     figures = (_figures_cstream.figures() + _figures_elastic.figures() + _figures_ibm.figures()
                + _figures_turbostream.figures()
-               + _figures_ordered.figures() + _figures_pending.figures())
+               + _figures_ordered.figures() + _figures_haren.figures())
     order = list(PAPERS)
     return sorted(figures, key=lambda f: (order.index(f.paper), int(f.fig.removeprefix("fig"))))
 

@@ -5,15 +5,16 @@ figure reads its sections — the data structures alone and the same shape on th
 engine — and draws its panels with ``bench ordered``'s own plot functions.
 Fig. 8 runs the heuristics on a TPCx-BB-like four-operator chain (not the
 queries themselves). Figs. 11 and 14 compare the partitioning and reorder
-schemes on the TPCx-BB queries, which ``bench tpcxbb`` cannot do yet.
+schemes on the five TPCx-BB queries themselves: one ``bench tpcxbb --schemes
+partitioning reorder`` run serves both (CT heuristic, one process, each
+scheme's peak over the thread counts; every answer checked against Spark SQL's).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from elastream.bench._figures_core import (Figure, Table, Verdict, bench_run, new_axes, no_plot, no_table,
-                                           no_verdict, not_available, rounded, save, verdict_of)
+from elastream.bench._figures_core import Figure, Table, Verdict, bench_run, new_axes, rounded, save, verdict_of
 from elastream.bench._ordered_plot import PANELS
 
 PAPER = "ordered"
@@ -23,14 +24,21 @@ QUICK_ARGV = ["--quick", "--light-tuples", "20000", "--engine-light-tuples", "20
               "--engine-skew-tuples", "3000", "--latency-costs", "10", "100", "1000", "--latency-seconds", "0.2",
               "--heuristics-inputs", "6000", "--heuristics-threads", "1", "2", "4", "--workers", "1", "2", "3",
               "--engine-threads", "1", "2", "3"]
-TPCXBB_REASON = ("not available yet: `bench tpcxbb` runs the TPCx-BB queries with one ordering configuration; "
-                 "comparing {what} needs an option passing es.OrderingConfig({field}=...) to its local engine "
-                 "(and Spark for the data set and reference answers)")
+#: ``bench tpcxbb`` for Figs. 11 and 14: the schemes sweep alone (no Spark streaming run, no heuristics sweep).
+TPCXBB_ARGV = ["--engines", "--heuristics", "--schemes", "partitioning", "reorder"]
+TPCXBB_QUICK_ARGV = [*TPCXBB_ARGV, "--scale", "0.05", "--scheme-threads", "2", "3", "--scheme-repeats", "3"]
+TPCXBB_FULL_ARGV = [*TPCXBB_ARGV, "--scale", "0.5", "--scheme-threads", "2", "3", "4", "--scheme-repeats", "3"]
+TPCXBB_SCALE = ("The five queries on the local engine in one process under CT, pure-Python query functions (GIL "
+                "held: threads add no CPU, so only each scheme's overheads differ); 2–3 worker threads with --quick "
+                "(full: 2–4) instead of 2–16, 3 runs per point (the median's run counts); scale factor 0.05 with "
+                "--quick (about 34,000 stream rows, runs of a few tenths of a second), 0.5 in full; the latency is "
+                "the markers' p50 (the paper's mean) in the run of peak throughput.")
 
 SCALE = ("Per-tuple work releases the GIL (sha256); 1–3 workers with --quick (full: 1–4) on 2 cores instead of up "
          "to 16; --quick sizes lie between `bench ordered --quick` (a smoke test) and its full run.")
 
 _cache: dict[bool, dict[str, Any]] = {}
+_tpcxbb_cache: dict[bool, dict[str, Any]] = {}
 
 
 def run_ordered(quick: bool) -> dict[str, Any]:
@@ -52,6 +60,15 @@ def _plot_panels(data: dict[str, Any], path: str, titles: tuple[str, ...], title
         ax.set_title(t, fontsize="small")
         ax.legend(fontsize="small")
     return save(fig, path, title)
+
+
+def run_tpcxbb(quick: bool) -> dict[str, Any]:
+    """One ``bench tpcxbb`` schemes sweep (cached: Figs. 11 and 14 share it)."""
+    if quick not in _tpcxbb_cache:
+        argv = TPCXBB_QUICK_ARGV if quick else TPCXBB_FULL_ARGV
+        # bench tpcxbb draws its own progress bar; the suite's is already showing.
+        _tpcxbb_cache[quick] = {"tpcxbb": bench_run("tpcxbb", argv, extra={"progress": False})}
+    return _tpcxbb_cache[quick]
 
 
 # --- Fig. 8: heuristics ---------------------------------------------------------------------------------------
@@ -196,6 +213,106 @@ def _scheme_verdict(data: dict[str, Any], structure_key: str, engine_key: str) -
     return verdict_of(checks)
 
 
+# --- Figs. 11 and 14: the schemes on the TPCx-BB queries -----------------------------------------------------
+
+
+def _peaks(data: dict[str, Any], comparison: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """query → scheme → its peak (``bench tpcxbb``'s scheme_peaks of one comparison), in query order."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for p in data["tpcxbb"]["scheme_peaks"]:
+        if p["comparison"] == comparison:
+            out.setdefault(p["query"], {})[p["scheme"]] = p
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def table_schemes(data: dict[str, Any], comparison: str, first: str, second: str) -> Table:
+    """query, each scheme's peak throughput (threads) and its p50 latency, first ÷ second, answers match."""
+    rows = []
+    for query, by in _peaks(data, comparison).items():
+        a, b = by.get(first, {}), by.get(second, {})
+        rows.append([query, rounded(a.get("tuples_per_second")), a.get("threads"), rounded(a.get("p50_ms")),
+                     rounded(b.get("tuples_per_second")), b.get("threads"), rounded(b.get("p50_ms")),
+                     rounded(_ratio(a.get("tuples_per_second"), b.get("tuples_per_second"))),
+                     "yes" if a.get("match") and b.get("match") else "NO"])
+    return Table(["query", f"{first} peak tuples/s", "threads", f"{first} p50 ms", f"{second} peak tuples/s",
+                  "threads", f"{second} p50 ms", f"{first} ÷ {second}", "answers match"], rows)
+
+
+def _wins(data: dict[str, Any], comparison: str, first: str, second: str, field: str,
+          higher: bool) -> tuple[int, int, str]:
+    """On how many queries ``first`` beats ``second`` on ``field`` (peak throughput or its latency); of how many."""
+    wins, known, cells = 0, 0, []
+    for query, by in _peaks(data, comparison).items():
+        a, b = by.get(first, {}).get(field), by.get(second, {}).get(field)
+        if a is None or b is None:
+            continue
+        known += 1
+        wins += (a >= b) if higher else (a < b)
+        cells.append(f"{query} {rounded(a / b) if b else '-'}")
+    return wins, known, ", ".join(cells)
+
+
+def _answers_check(data: dict[str, Any], comparison: str) -> tuple[str, bool | None]:
+    peaks = [p for p in data["tpcxbb"]["scheme_peaks"] if p["comparison"] == comparison]
+    ok = all(p["match"] for p in peaks)
+    return (f"every run's answer equals Spark SQL's batch answer ({'yes' if ok else 'NO'})", ok if peaks else None)
+
+
+def verdict_partitioning(data: dict[str, Any]) -> Verdict:
+    """Hybrid's peak throughput at least partitioned's on every query; its latency lower on at least 3 of 5."""
+    wins, known, ratios = _wins(data, "partitioning", "hybrid", "partitioned", "tuples_per_second", higher=True)
+    faster, timed, lat = _wins(data, "partitioning", "hybrid", "partitioned", "p50_ms", higher=False)
+    return verdict_of([
+        (f"hybrid's peak throughput ≥ partitioned's on {wins} of {known} queries (needs all; hybrid ÷ partitioned: "
+         f"{ratios})", wins == known if known else None),
+        (f"hybrid's p50 latency below partitioned's on {faster} of {timed} queries (needs 3 of 5; hybrid ÷ "
+         f"partitioned: {lat})", faster >= min(3, timed) if timed else None),
+        _answers_check(data, "partitioning")])
+
+
+def verdict_reorder(data: dict[str, Any]) -> Verdict:
+    """Non-blocking's peak throughput at least lock-based's on every query."""
+    wins, known, ratios = _wins(data, "reorder", "nonblocking", "lock", "tuples_per_second", higher=True)
+    return verdict_of([
+        (f"non-blocking's peak throughput ≥ lock-based's on {wins} of {known} queries (needs all; non-blocking ÷ "
+         f"lock: {ratios})", wins == known if known else None),
+        _answers_check(data, "reorder")])
+
+
+def _bars(ax: Any, peaks: dict[str, dict[str, dict[str, Any]]], schemes: tuple[str, str], field: str,
+          ylabel: str) -> None:
+    """Grouped bars: one group per query, one bar per scheme."""
+    queries = list(peaks)
+    width = 0.38
+    for k, scheme in enumerate(schemes):
+        values = [peaks[q].get(scheme, {}).get(field) for q in queries]
+        ax.bar([i + (k - 0.5) * width for i in range(len(queries))],
+               [float("nan") if v is None else v for v in values], width, label=scheme)
+    ax.set_xticks(range(len(queries)), queries)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
+
+
+def plot_partitioning(data: dict[str, Any], path: str) -> str:
+    """Fig. 11: peak throughput (left) and its p50 latency (right) per query, hybrid beside partitioned."""
+    peaks = _peaks(data, "partitioning")
+    fig, (left, right) = new_axes(2, width=5.0)
+    _bars(left, peaks, ("hybrid", "partitioned"), "tuples_per_second", "peak tuples/s")
+    _bars(right, peaks, ("hybrid", "partitioned"), "p50_ms", "p50 latency at the peak (ms)")
+    return save(fig, path, "ordered-multicore Fig. 11: partitioning schemes on the TPCx-BB queries")
+
+
+def plot_reorder(data: dict[str, Any], path: str) -> str:
+    """Fig. 14: peak throughput per query, non-blocking beside lock-based."""
+    fig, (ax,) = new_axes(1, width=6.0)
+    _bars(ax, _peaks(data, "reorder"), ("nonblocking", "lock"), "tuples_per_second", "peak tuples/s")
+    return save(fig, path, "ordered-multicore Fig. 14: reorder schemes on the TPCx-BB queries")
+
+
 def figures() -> list[Figure]:
     """ordered-multicore Figs. 8–14."""
     def panels(*titles: str) -> Any:
@@ -219,8 +336,8 @@ def figures() -> list[Figure]:
         Figure(PAPER, "fig11", "Partitioning schemes on the TPCx-BB queries",
                "HYBRID-QUEUE reaches much higher peak throughput than PARTITIONED-QUEUE on every query, and lower "
                "latency on 3 of 5.",
-               not_available(TPCXBB_REASON.format(what="the partitioning schemes", field="partitioning")),
-               no_table, no_verdict, no_plot),
+               run_tpcxbb, lambda d: table_schemes(d, "partitioning", "hybrid", "partitioned"),
+               verdict_partitioning, plot_partitioning, TPCXBB_SCALE),
         Figure(PAPER, "fig12", "Light-weight operator: speed-up",
                "The NON-BLOCKING reordering scheme scales a light operator better than the LOCK-BASED one.",
                run_ordered, table_light, lambda d: _scheme_verdict(d, "nonblocking_vs_lock_speedup_2_workers",
@@ -235,6 +352,6 @@ def figures() -> list[Figure]:
                panels("data structures: pipeline (Fig. 13)", "engine: pipeline (Fig. 13)"), SCALE),
         Figure(PAPER, "fig14", "Reorder schemes on the TPCx-BB queries",
                "NON-BLOCKING reordering gives higher peak throughput than LOCK-BASED on the TPCx-BB queries.",
-               not_available(TPCXBB_REASON.format(what="the reorder schemes", field="reorder")),
-               no_table, no_verdict, no_plot),
+               run_tpcxbb, lambda d: table_schemes(d, "reorder", "nonblocking", "lock"),
+               verdict_reorder, plot_reorder, TPCXBB_SCALE),
     ]

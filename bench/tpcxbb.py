@@ -16,12 +16,22 @@ Same data and the same declared pipelines (spec §5) on both engines:
   latency vs worker threads for ``qst``, ``lp``, ``et``, ``ct``. The query
   functions are pure Python and hold the GIL, so extra threads take turns on
   one core: this measures the heuristics' scheduling, not CPU scaling (use
-  ``--processes`` for that).
+  ``--processes`` for that);
+* schemes (ordered-multicore §7.2.3 and §7.3.3, Figs. 11 and 14), with
+  ``--schemes partitioning reorder``: each query on the local engine in one
+  process under the CT heuristic (``--scheme-policy``) at each of
+  ``--scheme-threads``, once per partitioning scheme (HYBRID-QUEUE vs
+  PARTITIONED-QUEUE, reorder non-blocking) and per reorder scheme
+  (NON-BLOCKING vs LOCK-BASED, partitioning hybrid), through
+  ``es.OrderingConfig``; the hybrid, non-blocking point both comparisons share
+  runs once. Each scheme's peak is its best throughput over the thread counts,
+  with the latency of that run. A rich progress bar counts the runs on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 from typing import Any
 
 from rich.console import Console
@@ -32,6 +42,10 @@ from elastream.bench._common import fmt, machine
 QUERIES = ("q01", "q02", "q03", "q04", "q15")
 ENGINES = ("local", "spark-streaming")
 HEURISTICS = ("qst", "lp", "et", "ct")
+#: The schemes each comparison sets side by side (ordered-multicore §4 and §3), the paper's own first.
+SCHEMES = {"partitioning": ("hybrid", "partitioned"), "reorder": ("nonblocking", "lock")}
+#: What the other comparison's field stays at while one varies (the Runner's defaults).
+SCHEME_DEFAULTS = {"partitioning": "hybrid", "reorder": "nonblocking"}
 GIL_NOTE = ("GIL case: hold — the query functions are pure Python, so threads share one core; processes give "
             "CPU parallelism")
 
@@ -41,13 +55,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scale", type=float, default=0.05, help="TPCx-BB scale factor (default 0.05)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--queries", nargs="+", choices=QUERIES, default=list(QUERIES))
-    parser.add_argument("--engines", nargs="+", choices=ENGINES, default=list(ENGINES))
+    parser.add_argument("--engines", nargs="*", choices=ENGINES, default=list(ENGINES),
+                        help="engines of the per-query comparison (none: skip it, e.g. for the schemes sweep alone)")
     parser.add_argument("--threads", type=int, default=2, help="local: worker threads (default 2)")
     parser.add_argument("--processes", type=int, default=1, help="local: worker processes (default 1)")
     parser.add_argument("--policy", default="least_recently_run", help="local: scheduling policy")
     parser.add_argument("--heuristics", nargs="*", default=list(HEURISTICS),
                         help="policies of the workers sweep (none: skip it)")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4], help="threads of the workers sweep")
+    parser.add_argument("--schemes", nargs="*", choices=list(SCHEMES), default=[],
+                        help="compare these order-keeping schemes on the local engine (ordered-multicore "
+                             "Figs. 11 and 14: partitioning = hybrid vs partitioned, reorder = nonblocking vs lock)")
+    parser.add_argument("--scheme-threads", type=int, nargs="+", default=[2, 3, 4],
+                        help="worker threads of the schemes sweep (each scheme's peak is over these)")
+    parser.add_argument("--scheme-policy", default="ct", help="scheduling policy of the schemes sweep (the paper's CT)")
+    parser.add_argument("--scheme-repeats", type=int, default=1,
+                        help="runs per scheme point; the median throughput's run counts")
     parser.add_argument("--master", default=None, help="Spark master URL (default local[*])")
     parser.add_argument("--quick", action="store_true", help="small settings (for tests)")
 
@@ -66,7 +89,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     local_options = {"threads": args.threads, "processes": args.processes, "policy": args.policy}
     references = {q: run_batch(q, data_dir, demo_params(q), spark) for q in args.queries}
     rows = []
-    for query in args.queries:
+    for query in args.queries if args.engines else ():   # no engines: the sweeps alone
         row: dict[str, Any] = {"query": query}
         for engine in args.engines:
             options = local_options if engine == "local" else {"master": args.master}
@@ -74,8 +97,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rows.append(row | ratios(row))
     sweep = [heuristic_point(policy, threads, query, data_dir, references[query])
              for query in args.queries for policy in args.heuristics for threads in args.workers]
+    points = scheme_points(args, data_dir, references) if args.schemes else []
     return {"benchmark": "tpcxbb", "scale": args.scale, "seed": args.seed, "data": str(data_dir),
             "local_options": local_options, "queries": rows, "heuristics": sweep,
+            "schemes": points, "scheme_peaks": scheme_peaks(points),
+            "scheme_options": {"threads": args.scheme_threads, "policy": args.scheme_policy, "processes": 1,
+                               "repeats": args.scheme_repeats} if args.schemes else None,
             "summary": summary(rows), "gil": "hold", "note": GIL_NOTE, "machine": machine()}
 
 
@@ -115,6 +142,93 @@ def heuristic_point(policy: str, threads: int, query: str, data_dir: Any, refere
     return {"query": query, "policy": policy, "threads": threads} | point
 
 
+def ordering_of(comparison: str, scheme: str) -> tuple[str, str]:
+    """``(partitioning, reorder)`` of one scheme of a comparison, the other field at its default."""
+    fields = dict(SCHEME_DEFAULTS)
+    fields[comparison] = scheme
+    return fields["partitioning"], fields["reorder"]
+
+
+def scheme_runs(args: argparse.Namespace) -> list[tuple[str, int, str, str]]:
+    """Every distinct run of the schemes sweep: ``(query, threads, partitioning, reorder)``, schemes interleaved."""
+    runs: list[tuple[str, int, str, str]] = []
+    for query in args.queries:
+        for threads in args.scheme_threads:
+            for comparison in args.schemes:
+                for scheme in SCHEMES[comparison]:
+                    run = (query, threads, *ordering_of(comparison, scheme))
+                    if run not in runs:
+                        runs.append(run)
+    return runs
+
+
+def scheme_points(args: argparse.Namespace, data_dir: Any, references: dict[str, Any]) -> list[dict[str, Any]]:
+    """One point per query, comparison, scheme and thread count (the shared baseline run once)."""
+    import elastream as es
+    from elastream.workloads.tpcxbb_demo import demo_params
+
+    measured: dict[tuple[str, int, str, str], dict[str, Any]] = {}
+    runs = scheme_runs(args)
+    with _progress(args, len(runs) * max(1, args.scheme_repeats)) as progress:
+        for query, threads, partitioning, reorder in runs:
+            options = {"threads": threads, "processes": 1, "policy": args.scheme_policy,
+                       "ordering": es.OrderingConfig(partitioning=partitioning, reorder=reorder)}
+            repeats = []
+            for _ in range(max(1, args.scheme_repeats)):
+                with progress.working(f"{query} · {threads} threads · {partitioning}, {reorder}"):
+                    repeats.append(measure("local", query, data_dir, demo_params(query), options, references[query]))
+            measured[(query, threads, partitioning, reorder)] = _median_run(repeats)
+    return [{"query": query, "comparison": comparison, "scheme": scheme, "threads": threads,
+             "policy": args.scheme_policy} | measured[(query, threads, *ordering_of(comparison, scheme))]
+            for query in args.queries for comparison in args.schemes for scheme in SCHEMES[comparison]
+            for threads in args.scheme_threads]
+
+
+def _median_run(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median throughput (its latency with it), with every repeat's throughput and whether all matched."""
+    ranked = sorted(repeats, key=lambda r: r["tuples_per_second"] or 0.0)
+    chosen = dict(ranked[(len(ranked) - 1) // 2])
+    chosen["repeats"] = [r["tuples_per_second"] for r in repeats]
+    chosen["match"] = all(r["match"] for r in repeats)
+    return chosen
+
+
+def _progress(args: argparse.Namespace, total: int) -> Any:
+    """A progress bar on stderr over the runs (a silent stand-in when another command's bar shows)."""
+    from elastream.bench._spark_progress import BenchProgress
+
+    if not getattr(args, "progress", True):
+        return _Silent()
+    return BenchProgress(total, description="elastream bench tpcxbb --schemes")
+
+
+class _Silent:
+    """The progress bar's shape, showing nothing."""
+
+    def __enter__(self) -> _Silent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def working(self, label: str) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
+
+
+def scheme_peaks(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per query, comparison and scheme: its best throughput over the thread counts, with that run's latency."""
+    peaks: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for p in points:
+        key = (p["query"], p["comparison"], p["scheme"])
+        best = peaks.get(key)
+        if best is None or (p["tuples_per_second"] or 0.0) > (best["tuples_per_second"] or 0.0):
+            peaks[key] = p
+    return [{"query": q, "comparison": c, "scheme": s, "threads": p["threads"],
+             "tuples_per_second": p["tuples_per_second"], "p50_ms": p["p50_ms"], "p99_ms": p["p99_ms"],
+             "match": all(x["match"] for x in points if (x["query"], x["comparison"], x["scheme"]) == (q, c, s))}
+            for (q, c, s), p in peaks.items()]
+
+
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The smallest ratios over the queries (the goals hold when both reach their target)."""
     tput = [r["throughput_ratio"] for r in rows if r.get("throughput_ratio") is not None]
@@ -126,6 +240,20 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Render a result of :func:`run` as rich tables."""
+    if result["queries"]:
+        console.print(engines_table(result))
+    if result["heuristics"]:
+        console.print(heuristics_table(result["heuristics"]))
+    if result.get("scheme_peaks"):
+        console.print(schemes_table(result["scheme_peaks"]))
+    s = result["summary"]
+    console.print(f"smallest ratios: throughput {fmt(s['min_throughput_ratio'], 2)}, p99 {fmt(s['min_p99_ratio'], 1)} "
+                  f"({s['goals']}); every answer matches Spark SQL: {s['all_match']}")
+    console.print(result["note"])
+
+
+def engines_table(result: dict[str, Any]) -> Table:
+    """Per query: each engine's throughput, latency and answer check, and the ratios."""
     engines = [e for e in ENGINES if any(e in r for r in result["queries"])]
     table = Table(title=f"TPCx-BB SF {result['scale']:g}: throughput (tuples/s) and latency (ms, p50 / p99)")
     table.add_column("query")
@@ -143,13 +271,7 @@ def print_report(result: dict[str, Any], console: Console) -> None:
                        "yes" if m["match"] else "NO"] if m else ["-", "-", "-"])
         cells += [fmt(r.get("throughput_ratio"), 2), fmt(r.get("p99_ratio"), 1)]
         table.add_row(*cells)
-    console.print(table)
-    if result["heuristics"]:
-        console.print(heuristics_table(result["heuristics"]))
-    s = result["summary"]
-    console.print(f"smallest ratios: throughput {fmt(s['min_throughput_ratio'], 2)}, p99 {fmt(s['min_p99_ratio'], 1)} "
-                  f"({s['goals']}); every answer matches Spark SQL: {s['all_match']}")
-    console.print(result["note"])
+    return table
 
 
 def heuristics_table(points: list[dict[str, Any]]) -> Table:
@@ -165,4 +287,15 @@ def heuristics_table(points: list[dict[str, Any]]) -> Table:
         by = {p["threads"]: p for p in points if p["query"] == query and p["policy"] == policy}
         table.add_row(query, policy, *(f"{fmt(by[t]['tuples_per_second'], 0)} ({fmt(by[t]['p99_ms'], 1)})"
                                        if t in by else "-" for t in threads))
+    return table
+
+
+def schemes_table(peaks: list[dict[str, Any]]) -> Table:
+    """Each scheme's peak throughput (and its latency and thread count) per query and comparison."""
+    table = Table(title="order-keeping schemes on the local engine: peak tuples/s (threads; p50 / p99 ms)")
+    for column in ("query", "comparison", "scheme", "peak tuples/s", "threads", "p50 / p99 ms", "match"):
+        table.add_column(column, justify="right" if column in ("peak tuples/s", "threads") else "left")
+    for p in peaks:
+        table.add_row(p["query"], p["comparison"], p["scheme"], fmt(p["tuples_per_second"], 0), str(p["threads"]),
+                      f"{fmt(p['p50_ms'], 2)} / {fmt(p['p99_ms'], 2)}", "yes" if p["match"] else "NO")
     return table

@@ -64,11 +64,55 @@ def test_pending_reasons_follow_what_the_engine_offers(monkeypatch):
     assert "needs Haren's policies (fcfs, hr, chain and the multi-class policy)" in pending.haren_reason()
 
 
-def test_tpcxbb_scheme_figures_name_the_missing_option():
+def _scheme_peaks(comparison: str, rows: dict[str, tuple[float, float, float, float]],
+                  schemes: tuple[str, str], match: bool = True) -> list[dict[str, Any]]:
+    """``bench tpcxbb`` scheme peaks: per query (first scheme's rate, p50, second's rate, p50)."""
+    return [{"query": q, "comparison": comparison, "scheme": scheme, "threads": 2, "tuples_per_second": rate,
+             "p50_ms": p50, "p99_ms": 2 * p50, "match": match}
+            for q, (r1, l1, r2, l2) in rows.items() for scheme, rate, p50 in ((schemes[0], r1, l1), (schemes[1], r2, l2))]
+
+
+def test_tpcxbb_scheme_figures_run_bench_tpcxbb_once_for_both(monkeypatch):
+    calls: list[tuple[str, list[str]]] = []
+
+    def fake_run(name, argv, extra=None):
+        calls.append((name, argv))
+        return {"scheme_peaks": []}
+
+    monkeypatch.setattr(ordered, "bench_run", fake_run)
+    monkeypatch.setattr(ordered, "_tpcxbb_cache", {})
     reg = {f.key: f for f in figures.registry()}
-    for key, field in (("ordered-fig11", "partitioning"), ("ordered-fig14", "reorder")):
-        with pytest.raises(NotAvailable, match=f"OrderingConfig\\({field}="):
-            reg[key].run(True)
+    assert reg["ordered-fig11"].run(True) is reg["ordered-fig14"].run(True)
+    ((name, argv),) = calls
+    assert name == "tpcxbb" and argv[argv.index("--schemes") + 1:argv.index("--schemes") + 3] == [
+        "partitioning", "reorder"]
+    assert "--scale" in argv and "--engines" in argv
+
+
+def test_partitioning_verdict_table_and_plot_on_fixed_numbers(tmp_path):
+    rows = {"q01": (300.0, 5.0, 200.0, 9.0), "q02": (100.0, 4.0, 90.0, 3.0), "q03": (50.0, 2.0, 40.0, 8.0),
+            "q04": (80.0, 1.0, 70.0, 2.0), "q15": (60.0, 1.0, 61.0, 1.5)}
+    data = {"tpcxbb": {"scheme_peaks": _scheme_peaks("partitioning", rows, ("hybrid", "partitioned"))}}
+    v = ordered.verdict_partitioning(data)
+    assert v.reproduces == "partly"
+    assert "✗ hybrid's peak throughput ≥ partitioned's on 4 of 5 queries" in v.why
+    assert "✓ hybrid's p50 latency below partitioned's on 4 of 5 queries" in v.why
+    assert "✓ every run's answer equals Spark SQL's" in v.why
+    table = ordered.table_schemes(data, "partitioning", "hybrid", "partitioned")
+    assert table.columns[:2] == ["query", "hybrid peak tuples/s"] and table.columns[-2] == "hybrid ÷ partitioned"
+    assert table.rows[0] == ["q01", 300.0, 2, 5.0, 200.0, 2, 9.0, 1.5, "yes"]
+    path = ordered.plot_partitioning(data, str(tmp_path / "fig11.png"))
+    assert Path(path).stat().st_size > 0
+
+
+def test_reorder_verdict_needs_every_query_and_every_answer():
+    rows = {q: (100.0, 1.0, 90.0, 1.0) for q in ("q01", "q02", "q03", "q04", "q15")}
+    good = {"tpcxbb": {"scheme_peaks": _scheme_peaks("reorder", rows, ("nonblocking", "lock"))}}
+    assert ordered.verdict_reorder(good).reproduces == "yes"
+    wrong = {"tpcxbb": {"scheme_peaks": _scheme_peaks("reorder", rows, ("nonblocking", "lock"), match=False)}}
+    v = ordered.verdict_reorder(wrong)
+    assert v.reproduces == "partly" and "✗ every run's answer equals Spark SQL's batch answer (NO)" in v.why
+    assert ordered.verdict_reorder({"tpcxbb": {"scheme_peaks": []}}).reproduces == "no"
 
 
 def test_paper_and_figure_options_select_and_an_unknown_figure_fails_with_the_known_ones():
@@ -292,16 +336,14 @@ def test_command_end_to_end_on_figures_that_need_no_measurement(tmp_path, capsys
 
     monkeypatch.setattr(_figures_haren, "_run", cannot_measure)  # Haren's figures are measured now
     out, report = tmp_path / "figs", tmp_path / "REPORT.md"
-    assert main(["bench", "figures", "--paper", "ordered", "haren", "--figure", "fig11", "fig14", "fig4",
+    assert main(["bench", "figures", "--paper", "haren", "--figure", "fig4",
                  "--quick", "--out", str(out), "--report", str(report), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert [(r["paper"], r["figure"], r["status"]) for r in result["figures"]] == [
-        ("ordered", "fig11", "not available"), ("ordered", "fig14", "not available"),
-        ("haren", "fig4", "not available")]
-    assert sorted(p.name for p in out.iterdir()) == ["haren-fig4.json", "ordered-fig11.json", "ordered-fig14.json"]
+    assert [(r["paper"], r["figure"], r["status"]) for r in result["figures"]] == [("haren", "fig4", "not available")]
+    assert sorted(p.name for p in out.iterdir()) == ["haren-fig4.json"]
     text = report.read_text()
     assert "## Not yet measured" in text
-    assert "by `elastream bench figures --paper ordered haren --figure fig11 fig14 fig4 --quick`" in text
+    assert "by `elastream bench figures --paper haren --figure fig4 --quick`" in text
 
 
 @pytest.mark.matrix

@@ -68,6 +68,8 @@ class LocalOptions:
     timeout: float | None = None
     #: Rows pyarrow decodes per batch at the source: small enough that decoding never stalls the pipeline long.
     batch_rows: int = 8_192
+    #: How dynamic allotment keeps order (es.OrderingConfig: reorder and partitioning schemes); None: the default.
+    ordering: Any = None
 
     @classmethod
     def from_mapping(cls, options: Mapping[str, Any]) -> LocalOptions:
@@ -130,7 +132,7 @@ def run_query(query: str, data_dir: Path, params: Any, options: Mapping[str, Any
     qf = build_flow(query, data_dir, params, marker_every=marker_interval(rows, opts.marker_every),
                     batch_rows=opts.batch_rows)
     runner = es.Runner(threads=opts.threads, processes=opts.processes, policy=opts.policy,
-                       batch_size=opts.batch_size, placement=opts.placement)
+                       batch_size=opts.batch_size, placement=opts.placement, ordering=opts.ordering)
     on_start = options.get("on_start")
     outputs, seconds, timeline = _run(qf, runner, opts.timeout,
                                       None if on_start is None else (lambda handle: on_start(rows, handle)))

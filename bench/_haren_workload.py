@@ -1,4 +1,4 @@
-"""Haren §7.1's synthetic queries for ``elastream bench haren``: paced sources, chains of Busy operators, latency sinks.
+"""Haren §7.1's synthetic queries for ``elastream bench haren``: paced sources, Busy chains, latency sinks.
 
 * :class:`PacedSource` emits ``(scheduled time, seq)`` tuples at a rate, optionally in bursts (on/off);
   a tuple carries the time it was *due*, so the latency a sink measures includes the time a late

@@ -123,8 +123,9 @@ def feature(name: str) -> Feature:
 class FeatureTable:
     """Haren's matrix F: ``table["cost"][op.index]``, one column per feature a policy reads.
 
-    ``views`` lists the operators (O) by index; ``memo`` is cleared at every scheduling task: a recursive priority (HR's downstream rate, Chain's
-    envelope) keeps each operator's value there so that ``g`` computes it once per period.
+    ``views`` lists the operators (O) by index; ``memo`` is cleared at every scheduling task: a
+    recursive priority (HR's downstream rate, Chain's envelope) keeps each operator's value there so
+    that ``g`` computes it once per period.
     """
 
     def __init__(self, features: Sequence[Feature], views: Sequence[OperatorView]):

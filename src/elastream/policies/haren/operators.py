@@ -72,7 +72,8 @@ def build_views(tasks: Sequence[Any], tags: Mapping[str, tuple[str, str]] | None
     return views
 
 
-def _queries(tasks: Sequence[Any], position: dict[int, int], tags: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
+def _queries(tasks: Sequence[Any], position: dict[int, int],
+             tags: Mapping[str, tuple[str, str]]) -> list[tuple[str, str]]:
     """(query, class) per task: its tag, else its nearest tagged upstream's, else its component's."""
     found: list[tuple[str, str] | None] = [_tag_of(t, tags) for t in tasks]
     for i in _topological(tasks, position):

@@ -81,6 +81,13 @@ class HarenPolicy(BasePolicy):
         state = self.state or self._start(sched)
         key = getattr(worker, "index", 0)
         slot = state.slot(key, sched.now(), FIRST_BACKOFF_S)
+        try:
+            return self._next_of(state, slot, sched, worker, block)
+        except BaseException:
+            self._leave(state, slot, sched)  # a worker that dies must not hold the others at the barrier
+            raise
+
+    def _next_of(self, state: HarenState, slot: Any, sched: Any, worker: Any, block: bool) -> Any:
         period = self.spec.period_s
         while True:
             if worker.retiring or sched.finished.is_set():

@@ -39,9 +39,11 @@ DEFAULT_PERIOD_S = 0.100
 #: Batch size b: tuples per execution of an operator (§7.2).
 DEFAULT_BATCH = 10
 #: Delay d (s) after which an operator whose execution-intrinsic features must stay fresh is run
-#: anyway. Chosen by measurement (``elastream bench haren --delays``, recorded in docs/haren.md): the
-#: Multi-class scenario's HIGH max latency is flat from 0.5 s up, and shorter delays run starved LOW
-#: operators ahead of HIGH ones more often.
+#: anyway. Chosen by measurement: Multi-class scenario 2 at d = 0.25, 0.5, 1, 2 and 4 s
+#: (``elastream bench haren --scenarios delays``; the numbers are in docs/haren.md and
+#: bench/results/haren/delays.json): at 0.25 s the starved LOW operators run ahead of HIGH ones
+#: several times as often and HIGH's max latency is the worst; from 0.5 s up it no longer improves.
+#: 1 s keeps the costs and selectivities of rarely run operators at most a second old.
 DEFAULT_DELAY_S = 1.0
 #: A coroutine operator cannot be stopped after b tuples (it pushes them itself): it is preempted at
 #: its first push or satisfied wait after this budget instead.

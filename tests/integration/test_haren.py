@@ -106,3 +106,43 @@ def test_a_policy_whose_g_raises_fails_the_run_naming_the_policy():
         es.Runner(threads=2, policy=policy).run(flow, timeout=30)
     assert str(caught.value) == "scheduling policy 'haren:test_broken_g' failed in g: ValueError: no priority today"
     assert caught.value.policy == "haren:test_broken_g" and caught.value.hook == "g"
+
+
+def _cold_last(op, features):
+    return (0 if op.query == "cold" else 1,)
+
+
+def _endless():
+    n = 0
+    while True:
+        yield n
+        n += 1
+
+
+def test_an_operator_starved_longer_than_d_is_run_anyway():
+    # The hot query always has a READY operator of higher priority; the cold one runs only through d.
+    spec = HarenSpec(name="test_cold_last", g=_cold_last, features=("cost",), period_s=0.01, delay_s=0.05)
+    policy = policy_for(spec)
+    flow = es.Flow("starving")
+    flow.source(es.ops.FromGenerator(_endless), name="hot", query="hot").map(lambda x: x, name="hot_map") \
+        .filter(lambda x: False, name="hot_drop").collect(name="hot_out")
+    flow.source(range(100), name="cold", query="cold").collect(name="cold_out")
+    handle = es.Runner(threads=1, policy=policy).start(flow)
+    deadline = time.monotonic() + 10
+    while handle.operator("cold_out").result() in (None, []) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    result = handle.shutdown(timeout=10)
+    assert result.outputs["cold_out"][:1] == [0]
+    assert policy.statistics().delayed_runs > 0
+
+
+def test_workers_added_while_running_join_the_scheduling_task():
+    flow, log = watched_flow(queries=2, stages=3, n=3000)
+    policy = policy_for(with_parameters(haren_spec("haren:fcfs"), period_s=0.005))
+    handle = es.Runner(threads=1, policy=policy).start(flow)
+    time.sleep(0.05)
+    handle.set_threads(3)
+    result = handle.wait(60)
+    assert all(len(result.outputs[f"out{q}"]) == 3000 for q in range(2))
+    assert all(entry["most"] == 1 for entry in log.values())
+    assert policy.statistics().workers == 3

@@ -136,6 +136,8 @@ class ThreadRunHandle:
             ok = active == decision.threads
             return Applied(decision, at, ok, "" if ok else f"the pool runs {active} threads")
         if isinstance(decision, (Fuse, Unfuse)):
+            if not getattr(self.policy, "fuses", True):  # a Haren policy schedules every operator on its own
+                return Applied(decision, at, False, f"policy {self.policy.name!r} runs no fused chains")
             ok, why = self._regrouper.apply(decision)
             return Applied(decision, at, ok, why)
         return Applied(decision, at, False, f"{type(decision).__name__} is not applied by the threads backend")

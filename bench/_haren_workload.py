@@ -67,7 +67,7 @@ class PacedSource(es.Operator):
                 batch.append((due, seq))
                 seq += 1
                 due = self._next_due(due, start)
-            await out.push_many(batch)
+            await out.push_many(batch, clock_time=batch[0][0])  # the chunk's clock time: its earliest due
 
 
 class LatencySink(es.FunctionOperator):

@@ -67,10 +67,10 @@ class OperatorOutputPort(Protocol):
     def index(self) -> int:
         """The port's number on its operator."""
 
-    def push(self, item: Any) -> Awaitable[None]:
+    def push(self, item: Any, clock_time: float | None = None) -> Awaitable[None]:
         """Push one tuple to every subscriber; always ``await`` it (a push not awaited is an error)."""
 
-    def push_many(self, items: Iterable[Any]) -> Awaitable[None]:
+    def push_many(self, items: Iterable[Any], clock_time: float | None = None) -> Awaitable[None]:
         """Push many tuples, in order; always ``await`` it."""
 
 

@@ -117,13 +117,17 @@ class OutputPort:
         self._now = resolve(clock).now  # bound once: one plain call per push, as perf_counter was
         self._pushed = _Pushed(task)  # one per port: the common push allocates no awaitable
 
-    def push(self, item: Any) -> Awaitable[None]:
-        """Push one tuple to every subscriber; ``await`` it: it suspends while a buffer is full (Algorithm 3)."""
+    def push(self, item: Any, clock_time: float | None = None) -> Awaitable[None]:
+        """Push one tuple to every subscriber; ``await`` it: it suspends while a buffer is full (Algorithm 3).
+
+        ``clock_time`` (a source's only): the tuple's clock time (Haren §2), e.g. the time a rate-driven
+        source was due to emit it, so that time spent behind an overloaded flow counts; default: now.
+        """
         task = self._task
         if task.unawaited_push is not None:
             raise push_not_awaited(task.name, task.unawaited_push.index)
         now = self._now
-        origin = task.origin if task.inputs else now()
+        origin = task.origin if task.inputs else now() if clock_time is None else clock_time
         task.unawaited_push = self
         if not task.emit(self.index, [item], origin):
             return self._wait_room()
@@ -131,8 +135,8 @@ class OutputPort:
             return self._end_quantum()
         return self._pushed
 
-    def push_many(self, items: Iterable[Any]) -> Awaitable[None]:
-        """Push many tuples in order; ``await`` it: it suspends while a buffer is full."""
+    def push_many(self, items: Iterable[Any], clock_time: float | None = None) -> Awaitable[None]:
+        """Push many tuples in order; ``await`` it: it suspends while a buffer is full (``clock_time``: see push)."""
         task = self._task
         if task.unawaited_push is not None:
             raise push_not_awaited(task.name, task.unawaited_push.index)
@@ -141,7 +145,7 @@ class OutputPort:
         if not batch:
             return self._pushed
         now = self._now
-        origin = task.origin if task.inputs else now()
+        origin = task.origin if task.inputs else now() if clock_time is None else clock_time
         if not task.emit(self.index, batch, origin):
             return self._wait_room()
         if now() >= task.deadline:

@@ -77,3 +77,19 @@ def test_multiclass_runs_high_before_low_fcfs_within_high_hr_within_low():
     assert names[:3] == ["ha", "hk", "hs"]          # FCFS among HIGH, though LOW's tuples are older
     assert names[3:] == ["lk", "la", "ls"]          # HR among LOW: nearer the sink, less work per egress
     assert multiclass_priority(views[1], table) == (1.0, -1.0)
+
+
+def test_chain_and_hr_cover_a_fork_each_branch_once():
+    # src -> a -> (b -> sink1, c -> sink2): HR adds the branches; every operator gets a Chain slope.
+    tasks = chain_of("src", "a", "b", "sink1")
+    c_tasks = chain_of("c", "sink2")
+    c_tasks[0].is_source = False
+    tasks[1].downstream.append(c_tasks[0])
+    c_tasks[0].upstream.append(tasks[1])
+    tasks += c_tasks
+    views, table = table_of(tasks, {"cost": [1.0] * 6, "selectivity": [1.0, 1.0, 0.5, 1.0, 0.1, 1.0],
+                                    "head_clock_time": [0.0] * 6})
+    # a: out = 1 * (0.5 + 0.1), work = 1 + (1 + 0.5) + (1 + 0.1)
+    assert hr_priority(views[1], table) == pytest.approx((0.6 / 3.6,))
+    slopes = [chain_priority(v, table)[0] for v in views]
+    assert all(s >= 0 for s in slopes) and slopes[4] > slopes[2]   # the more selective branch is steeper

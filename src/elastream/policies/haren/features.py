@@ -138,6 +138,8 @@ class FeatureTable:
         self.dependent = tuple(f for f in features if f.dependent)
         self.constant = tuple(f for f in features if f.constant)
         self.memo: dict[Any, Any] = {}
+        #: What depends on the graph only (an order of the operators): kept for the table's life.
+        self.graph_cache: dict[str, Any] = {}
 
     def __getitem__(self, name: str) -> list[float]:
         return self.columns[name]

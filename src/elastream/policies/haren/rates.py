@@ -16,10 +16,6 @@ from collections.abc import Sequence
 from elastream.policies.haren.features import FeatureTable
 from elastream.policies.haren.operators import OperatorView
 
-#: Paths explored from one operator when the graph forks (the envelope of a tree of branches).
-MAX_PATHS = 64
-
-
 def downstream_output_and_cost(views: Sequence[OperatorView], features: FeatureTable) -> list[tuple[float, float]]:
     """Per operator i: (egress tuples per tuple entering i, seconds of work per tuple entering i),
     over i and everything downstream (fan-out adds the branches). Memoised per scheduling task."""
@@ -28,27 +24,36 @@ def downstream_output_and_cost(views: Sequence[OperatorView], features: FeatureT
     if found is not None:
         return found
     sel, cost = features["selectivity"], features["cost"]
-    result: list[tuple[float, float] | None] = [None] * len(views)
-    for root in range(len(views)):
-        stack = [root]
-        while stack:
-            i = stack[-1]
-            if result[i] is not None:
-                stack.pop()
-                continue
-            pending = [k for k in views[i].downstream if result[k] is None and k not in stack]
-            if pending:
-                stack.extend(pending)
-                continue
-            stack.pop()
-            downs = [result[k] for k in views[i].downstream if result[k] is not None]
-            s, c = sel[i], cost[i]
-            if not downs:
-                result[i] = (s, c)
-            else:
-                result[i] = (s * sum(o for o, _ in downs), c + s * sum(w for _, w in downs))
+    result: list[tuple[float, float]] = [(1.0, 0.0)] * len(views)
+    for i in sinks_first(views, features):
+        downs = views[i].downstream
+        s, c = sel[i], cost[i]
+        if not downs:
+            result[i] = (s, c)
+        else:
+            result[i] = (s * sum(result[k][0] for k in downs), c + s * sum(result[k][1] for k in downs))
     memo["downstream"] = result
-    return result  # type: ignore[return-value]
+    return result
+
+
+def sinks_first(views: Sequence[OperatorView], features: FeatureTable) -> list[int]:
+    """Operator indices, each after all its subscribers (a loop's remainder last); kept on the table,
+    whose operators do not change."""
+    order = features.graph_cache.get("sinks_first")
+    if order is None:
+        pending = [len(v.downstream) for v in views]
+        order = [v.index for v in views if not v.downstream]
+        k = 0
+        while k < len(order):
+            for u in views[order[k]].upstream:
+                pending[u] -= 1
+                if pending[u] == 0:
+                    order.append(u)
+            k += 1
+        seen = set(order)
+        order += [v.index for v in views if v.index not in seen]
+        features.graph_cache["sinks_first"] = order
+    return order
 
 
 def global_output_rate(op: OperatorView, views: Sequence[OperatorView], features: FeatureTable) -> float:
@@ -63,7 +68,9 @@ def chain_priorities(views: Sequence[OperatorView], features: FeatureTable) -> l
     A query's progress chart goes through (time, size) points from (0, 1) at its head: the summed
     costs and the product of selectivities down the path. From a segment's first point the envelope
     goes to the later point of steepest descent; every operator on the way gets that slope, and the
-    next segment starts there. Memoised per scheduling task.
+    next segment starts there. The chart is drawn along linear stretches of the graph; at a fork each
+    branch continues from the fork's point (Babcock et al. define it on chains). Memoised per
+    scheduling task.
     """
     memo = features.memo
     found = memo.get("chain")
@@ -76,32 +83,44 @@ def chain_priorities(views: Sequence[OperatorView], features: FeatureTable) -> l
         i, t0, s0 = starts.pop()
         if prio[i] is not None:
             continue
-        slope, path, t1, s1 = _steepest(views, sel, cost, i, t0, s0)
-        for k in path:
-            if prio[k] is None:
-                prio[k] = slope
-        on_path = set(path)
-        for k in path:
-            starts.extend((d, t1, s1) for d in views[k].downstream if prio[d] is None and d not in on_path)
+        path = _linear_stretch(views, i, prio)
+        t1, s1 = _envelope(path, sel, cost, t0, s0, prio)
+        starts.extend((d, t1, s1) for d in views[path[-1]].downstream if prio[d] is None)
     result = [p if p is not None else 0.0 for p in prio]
     memo["chain"] = result
     return result
 
 
-def _steepest(views: Sequence[OperatorView], sel: list[float], cost: list[float], start: int, t0: float,
-              s0: float) -> tuple[float, list[int], float, float]:
-    """(slope, path, time, size) of the steepest descent from the point (t0, s0) at ``start``'s input."""
-    best: tuple[float, list[int], float, float] = (-1.0, [start], t0, s0)
-    stack = [(start, t0, s0, (start,))]
-    explored = 0
-    while stack and explored < MAX_PATHS * 16:
-        i, t, s, path = stack.pop()
-        explored += 1
-        t, s = t + cost[i], s * sel[i]
-        slope = (s0 - s) / (t - t0) if t > t0 else 0.0
-        if slope > best[0]:
-            best = (slope, list(path), t, s)
-        for k in views[i].downstream[:MAX_PATHS]:
-            if k not in path:
-                stack.append((k, t, s, path + (k,)))
-    return best
+def _linear_stretch(views: Sequence[OperatorView], start: int, prio: list[float | None]) -> list[int]:
+    """``start`` and the operators after it while each has one subscriber with one publisher."""
+    path = [start]
+    i = start
+    while len(views[i].downstream) == 1:
+        k = views[i].downstream[0]
+        if len(views[k].upstream) != 1 or prio[k] is not None or k == start:
+            break
+        path.append(k)
+        i = k
+    return path
+
+
+def _envelope(path: list[int], sel: list[float], cost: list[float], t0: float, s0: float,
+              prio: list[float | None]) -> tuple[float, float]:
+    """Give every operator of ``path`` its envelope slope from (t0, s0); return the path's end point."""
+    times, sizes = [t0], [s0]
+    for i in path:
+        times.append(times[-1] + cost[i])
+        sizes.append(sizes[-1] * sel[i])
+    a, n = 0, len(path)
+    while a < n:
+        best, end = 0.0, a + 1
+        for b in range(a + 1, n + 1):
+            dt = times[b] - times[a]
+            if dt > 0:
+                slope = (sizes[a] - sizes[b]) / dt
+                if slope > best:
+                    best, end = slope, b
+        for k in range(a, end):
+            prio[path[k]] = best
+        a = end
+    return times[-1], sizes[-1]

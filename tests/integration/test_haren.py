@@ -146,3 +146,12 @@ def test_workers_added_while_running_join_the_scheduling_task():
     assert all(len(result.outputs[f"out{q}"]) == 3000 for q in range(2))
     assert all(entry["most"] == 1 for entry in log.values())
     assert policy.statistics().workers == 3
+
+
+def test_one_policy_instance_runs_two_flows_one_after_the_other():
+    policy = policy_for(haren_spec("haren:hr"))
+    for n in (300, 500):
+        flow = es.Flow("again")
+        flow.source(range(n), name="src").map(lambda x: x + 1, name="m").collect(name="out")
+        assert es.Runner(threads=2, policy=policy).run(flow, timeout=30).outputs["out"] == list(range(1, n + 1))
+        assert {v.name for v in policy.state.views} == {"src", "m", "out"}

@@ -64,7 +64,11 @@ class HarenPolicy(BasePolicy):
 
     # -- engine hooks -----------------------------------------------------------------
     def bind(self, flow: Any, threads: int) -> None:
-        """Read the flow's query tags and expect ``threads`` workers (indices 0 .. threads-1) at the barrier."""
+        """Read the flow's query tags and expect ``threads`` workers (indices 0 .. threads-1) at the barrier.
+
+        A new run starts afresh (an instance passed to two runs keeps the last one's statistics until then).
+        """
+        self.state, self.failed = None, None
         tags = getattr(flow, "query_tags", None)
         self._tags = dict(tags) if tags else {}
         self._members = set(range(threads))

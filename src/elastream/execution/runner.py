@@ -128,7 +128,7 @@ class Runner:
         given and nothing else, it runs one replica per process of each replication unit.
         """
         config = self.config
-        if (self.elastic is None or config.replicas is not None
+        if (self.elastic is None or config.replicas is not None or not _policy_fuses(config.policy)
                 or not (isinstance(config.placement, str) and config.placement == "auto")):
             return flow, config, config.replicas
         if config.backend == "auto" and not (fixed.processes or fixed.threads) and fixed.processes_hint is None:
@@ -176,3 +176,11 @@ def _check_model(model: str, threads: int | None, elastic: Any, backend: str) ->
     if backend == "spark":
         raise ValueError(f"Runner(model={model!r}, backend='spark'): Spark runs its own executors; "
                          "threading models apply to the threads and processes backends")
+
+
+def _policy_fuses(policy: Any) -> bool:
+    """False for a policy that schedules every operator on its own (Haren's): the elastic units, which fuse
+    chains into one operator each, would hide its operators (and their query tags) from it."""
+    from elastream.policies.registry import create
+
+    return getattr(create(policy) if isinstance(policy, str) else policy, "fuses", True)

@@ -183,6 +183,24 @@ class Flow:
         """Operator name → (query, priority class), for the operators tagged with :meth:`tag_query`."""
         return dict(self._query_tags)
 
+    def inherited_query_tags(self) -> dict[str, tuple[str, str]]:
+        """:attr:`query_tags` plus every untagged operator downstream of a tagged one, with the nearest
+        tagged upstream operator's tag (what a part of the flow run in another process must be told)."""
+        tags = dict(self._query_tags)
+        if not tags:
+            return tags
+        upstream: dict[str, list[str]] = {name: [] for name in self._handles}
+        for c in self._connections:
+            upstream[c.dst].append(c.src)
+        changed = True
+        while changed:  # a pass per level of the graph: settles once every reachable operator has a tag
+            changed = False
+            for name, ups in upstream.items():
+                inherited = None if name in tags else next((tags[u] for u in ups if u in tags), None)
+                if inherited is not None:
+                    tags[name], changed = inherited, True
+        return tags
+
     # -- inspection --------------------------------------------------------
     @property
     def operators(self) -> dict[str, OperatorHandle]:

@@ -65,6 +65,8 @@ class ChildSpec:
     config: RunConfig = field(default_factory=RunConfig)
     """The part's own engine configuration (one process, threads backend)."""
     batch_size: int = 256
+    query_tags: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """(query, priority class) of the part's operators that have one in the whole flow (tagged or inherited)."""
 
 
 class UnpicklableOperatorError(FlowValidationError):
@@ -187,8 +189,11 @@ def split_flow(flow: Flow, assignment: dict[str, int], processes: int, ring_name
         raise ValueError(f"placement uses processes outside 0..{processes - 1}: {bad}")
     specs = [ChildSpec(index=i, flow_name=f"{flow.name}[{i}]", config=config,
                        batch_size=config.batch_size) for i in range(processes)]
+    tags = flow.inherited_query_tags()
     for name, handle in flow.operators.items():
         specs[assignment[name]].operators.append((name, handle.operator))
+        if name in tags:
+            specs[assignment[name]].query_tags[name] = tags[name]
     for edge, conn, a, b in cross_edges(flow, assignment):
         ce = CrossEdge(edge, conn, a, b, ring_names[edge])
         specs[a].outgoing.append(ce)
@@ -221,6 +226,8 @@ def build_child_flow(spec: ChildSpec) -> Flow:
     for ce in spec.incoming:
         receiver = flow.add(RingReceiver(ce.ring_name), name=ce.receiver_name)
         flow.connect(receiver.out(0), handles[ce.conn.dst].in_(ce.conn.dst_port))
+    for name, (query, priority) in spec.query_tags.items():
+        flow.tag_query(name, query=query, priority=priority)
     return flow
 
 

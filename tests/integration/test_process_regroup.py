@@ -73,7 +73,8 @@ def test_a_chain_over_two_processes_or_unknown_operators_is_refused_with_the_rea
         wait_until(lambda: delivered(handle) == 50, timeout=30, what="tuples in process 1")
         over, unknown = handle.submit([Fuse(("src", "a")), Unfuse(("a", "nope"))])
         assert (over.ok, over.why) == (False, "src → a runs over processes 0, 1: a chain is fused within one process")
-        assert (unknown.ok, unknown.why) == (False, "operator 'nope' does not run as an operator of its own in this run")
+        assert (unknown.ok, unknown.why) == (
+            False, "operator 'nope' does not run as an operator of its own in this run")
     finally:
         gate.set()
     assert handle.wait(timeout=60).outputs["out"] == [(x + 1) * 2 - 1 for x in range(100)]

@@ -99,7 +99,8 @@ def test_query_cli_reports_malformed_data_naming_table_column_and_file(spark, tm
 @pytest.mark.cluster
 @pytest.mark.timeout(600)
 @pytest.mark.skipif("'cluster' not in (config.option.markexpr or '')",
-                    reason="starts a Spark Connect server (a JVM of its own, about a minute): run with `pytest -m cluster`")
+                    reason="starts a Spark Connect server (a JVM of its own, about a minute): "
+                           "run with `pytest -m cluster`")
 def test_spark_connect_session_answers_a_batch_query(tpcxbb_data, spark):
     """SPARK_REMOTE selects Spark Connect (a local Connect server here, in its own process and JVM)."""
     import json

@@ -181,6 +181,6 @@ def _check_model(model: str, threads: int | None, elastic: Any, backend: str) ->
 def _policy_fuses(policy: Any) -> bool:
     """False for a policy that schedules every operator on its own (Haren's): the elastic units, which fuse
     chains into one operator each, would hide its operators (and their query tags) from it."""
-    from elastream.policies.registry import create
+    from elastream.policies.registry import policy_class
 
-    return getattr(create(policy) if isinstance(policy, str) else policy, "fuses", True)
+    return getattr(policy_class(policy) if isinstance(policy, str) else policy, "fuses", True)

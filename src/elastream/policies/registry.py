@@ -48,9 +48,13 @@ def create(name_or_policy: Any, *, seed: int | None = None) -> Any:
     """A policy instance from a registered name (or an instance, returned as is)."""
     if not isinstance(name_or_policy, str):
         return name_or_policy
+    return policy_class(name_or_policy)(seed=seed)
+
+
+def policy_class(name: str) -> type:
+    """The class registered under ``name`` (what a run reads before it creates the policy)."""
     _load_builtins()
     try:
-        cls = _REGISTRY[name_or_policy]
+        return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown policy {name_or_policy!r}; available: {', '.join(available())}") from None
-    return cls(seed=seed)
+        raise ValueError(f"unknown policy {name!r}; available: {', '.join(available())}") from None

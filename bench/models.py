@@ -11,6 +11,10 @@ per-tuple costs in floating-point operations. Every configuration runs the same 
 * ``default t8`` / ``ibm t8`` — ``Runner(threads=8, elastic=False)`` with fusion off under the
   default policy and under IBM's scheduler (``policy="ibm"``): the two disciplines side by side.
 
+``--shapes c-stream-data-parallel`` runs C-Stream's 12-wide data-parallel topology
+(:func:`~elastream.workloads.topologies.build_topology`) instead, its cost given in flops too: the
+other graph the two schedulers are compared on.
+
 As in the paper, the source emits as fast as the flow takes tuples, and only the run's last
 ``--window`` seconds count (the paper's final samples). Throughput is the work rate there: tuples
 the Busy operators took in, over the operators a tuple passes (:func:`measure_once`); the sink's own
@@ -36,15 +40,30 @@ from rich.table import Table
 import elastream as es
 from elastream.bench._common import fmt, machine
 from elastream.workloads.large import data_parallel, flops_cost_us, mixed, pipeline
+from elastream.workloads.topologies import build_topology
 
-#: Per shape: the graph builder and the paper's costs (flops per tuple, §5.1–5.3).
+#: C-Stream's data-parallel topology (§5.1, Fig. 3): as wide as ``elastream bench topology``'s default.
+CSTREAM_WIDTH = 12
+
+
+def _cstream_data_parallel(*, n_tuples: int | None, seconds: float, flops: float, gil: str) -> tuple[es.Flow, str]:
+    """C-Stream's data-parallel topology, its Busy cost given in flops like IBM's graphs."""
+    return build_topology("data-parallel", n_tuples=n_tuples, seconds=seconds, cost_us=flops_cost_us(flops),
+                          selectivity=1.0, gil=gil, ops=CSTREAM_WIDTH)
+
+
+#: Per shape: the graph builder and the paper's costs (flops per tuple, §5.1–5.3). The last shape is not
+#: IBM's: C-Stream's 12-wide data-parallel topology, the other graph the IBM scheduler is compared on.
 SHAPES = {
     "pipeline": (lambda **kw: pipeline(1000, **kw), (1, 100, 1000)),
     "data-parallel": (lambda **kw: data_parallel(1000, **kw), (1, 10_000, 100_000)),
     "mixed": (lambda **kw: mixed(10, 100, **kw), (1, 100, 1000)),
+    "c-stream-data-parallel": (_cstream_data_parallel, (1, 10_000)),
 }
+#: The shapes run when ``--shapes`` is not given: IBM's three graphs.
+IBM_SHAPES = ["pipeline", "data-parallel", "mixed"]
 #: Busy operators one tuple passes through, per shape.
-DEPTH = {"pipeline": 1000, "data-parallel": 1, "mixed": 100}
+DEPTH = {"pipeline": 1000, "data-parallel": 1, "mixed": 100, "c-stream-data-parallel": 1}
 #: The work one batch's trip through the 1,000 operators should cost (``--batch-size auto``).
 BATCH_TRIP_S = 0.05
 GIL_NOTES = {
@@ -66,7 +85,8 @@ def configurations(static_threads: list[int], ibm_threads: int) -> list[tuple[st
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``elastream bench models``."""
-    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=list(SHAPES))
+    parser.add_argument("--shapes", nargs="+", choices=list(SHAPES), default=IBM_SHAPES,
+                        help="graphs to run (default: IBM's three; c-stream-data-parallel is C-Stream's 12-wide one)")
     parser.add_argument("--flops", type=float, nargs="+", default=None,
                         help="costs per tuple (default: the paper's for each shape)")
     parser.add_argument("--gil", choices=("hold", "release", "both"), default="hold")
@@ -78,7 +98,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch-size", default="auto",
                         help="tuples per batch for every configuration; 'auto' (default): the batch whose trip "
                              "through 1,000 operators costs about 50 ms of work, at most the Runner's 512")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", "--repeat", type=int, default=1,
+                        help="runs of each configuration, interleaved; the tables give medians")
     parser.add_argument("--quick", action="store_true", help="pipeline only, costs 1 and 1000, 6 s runs")
     parser.add_argument("--plot", default=None, help="write a PNG here (one panel per shape and GIL case)")
 
@@ -211,7 +232,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Throughput per configuration and the ratios, as rich tables."""
-    table = Table(title=f"threading models, 1,000 Busy operators: work rate (operator tuples / depth) over the "
+    table = Table(title=f"threading models on Busy operators: work rate (operator tuples / depth) over the "
                         f"last {result['window_s']:g} s of {result['seconds']:g} s runs (median of {result['repeats']})")
     for col in ("shape", "GIL", "flops", "config", "tuples/s", "at the sink", "cores used"):
         table.add_column(col, justify="left" if col in ("shape", "GIL", "config") else "right")

@@ -53,3 +53,13 @@ def test_a_short_real_run_measures_every_configuration(tmp_path):
     assert set(rows) == {"manual", "ibm t2"}
     assert rows["manual"]["tuples_per_s"] > 0                 # one fused thread fills at once
     assert (tmp_path / "m.png").stat().st_size > 0
+
+
+def test_the_c_stream_shape_is_twelve_busy_operators_side_by_side_and_not_run_by_default():
+    build, costs = models.SHAPES["c-stream-data-parallel"]
+    flow, sink = build(n_tuples=10, seconds=None, flops=1, gil="release")
+    busy = [name for name in flow.operators if name.startswith("busy_")]
+    assert len(busy) == models.CSTREAM_WIDTH == 12 and sink in flow.operators
+    assert models.DEPTH["c-stream-data-parallel"] == 1 and costs == (1, 10_000)
+    assert "c-stream-data-parallel" not in _args().shapes
+    assert _args().repeats == 1

@@ -26,7 +26,8 @@ SCALE_THREADS = ("Busy operators release the GIL (C-Stream's C++ threads run in 
                  "--quick (full: 1–4) on 2 cores instead of 1–12; 3 plug-ins with --quick (full: 5); runs of 2.5 s "
                  "with --quick (full: 3 s), the first 0.5 s excluded.")
 SCALE_SWEEP = ("Busy operators release the GIL; 2 threads (the paper: 4 on a many-core machine); 3 plug-ins with "
-               "--quick (full: 5); runs of 2.5 s with --quick (full: 3 s).")
+               "--quick (full: 5); runs of 2.5 s with --quick (full: 3 s); the point at bench topology's default "
+               "(100 µs, 12 operators, selectivity 1) is Fig. 4's 2-thread run of the same flow, not run twice.")
 
 _threads_cache: dict[bool, dict[str, Any]] = {}
 
@@ -168,10 +169,33 @@ def plot_fig5(data: dict[str, Any], path: str) -> str:
 # --- Figs. 6–8: sweeps of cost, data-parallel width and selectivity -----------------------------------------
 
 
+#: ``bench topology``'s defaults: a sweep's point at these values is the run Fig. 4 made at 2 threads.
+TOPOLOGY_DEFAULTS = {"--cost-us": 100.0, "--ops": 12.0, "--selectivity": 1.0}
+
+
 def _sweep(topology: str, option: str, values: Sequence[float], quick: bool) -> list[dict[str, Any]]:
-    return [bench_run("topology", ["--topology", topology, "--gil", "release", "--policy", policy,
-                                   "--threads", str(SWEEP_THREADS), option, f"{value:g}", *_budget(quick)])
-            for value in values for policy in _policies(quick)]
+    """One ``bench topology`` run per (value, plug-in) at 2 threads; the point at the default value is taken
+    from Fig. 4's runs when they were made in this process (the same flow, threads and budget)."""
+    runs = []
+    for value in values:
+        for policy in _policies(quick):
+            shared = _from_threads_run(topology, policy, quick) if value == TOPOLOGY_DEFAULTS[option] else None
+            runs.append(shared or bench_run("topology", [
+                "--topology", topology, "--gil", "release", "--policy", policy, "--threads", str(SWEEP_THREADS),
+                option, f"{value:g}", *_budget(quick)]))
+    return runs
+
+
+def _from_threads_run(topology: str, policy: str, quick: bool) -> dict[str, Any] | None:
+    """Fig. 4's ``bench topology`` result of one topology and plug-in cut to its 2-thread row (None if not run)."""
+    cached = _threads_cache.get(quick)
+    if cached is None:
+        return None
+    for run in cached["runs"]:
+        rows = [r for r in run["results"] if r["threads"] == SWEEP_THREADS and r["policy"] == policy]
+        if run["topology"] == topology and rows:
+            return {**run, "results": rows}
+    return None
 
 
 def run_cost(quick: bool) -> dict[str, Any]:

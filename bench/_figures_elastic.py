@@ -4,9 +4,10 @@ Each is one ``bench elastic`` shape with the GIL held (pure-Python operators, th
 case where worker processes, not threads, add cores). The paper's x axis (the
 busy cost) becomes the shape's load phases (the cost changes mid-run), and
 "elastic matches the best manual setting" becomes elastic ÷ best static per
-phase. ``--quick`` uses short phases (10 elastic periods), one repeat and a
-static sweep on 2 processes only (where the best static runs were, in the
-committed full matrix); the full run sweeps threads × processes × fusion.
+phase. ``--quick`` uses short phases (10 elastic periods) and a static sweep
+of threads on 2 processes with fusion on; the full run has phases of 30
+periods (issue 20's minimum) and sweeps threads × fusion on 2 processes (where
+every best static run was in the last full matrix over 1 and 2 processes).
 """
 
 from __future__ import annotations
@@ -20,16 +21,23 @@ from elastream.bench._figures_core import Figure, Table, Verdict, bench_run, new
 
 #: Elastic ÷ best static a phase must reach to count as matching it.
 MATCH = 0.9
+#: Elastic periods per load phase in the full run: issue 20's minimum for a steady state after each change.
+FULL_PHASE_PERIODS = 30
 SCALE = ("GIL held (pure-Python operators: worker processes, not threads, add cores); the paper's separate runs per "
-         "cost become load phases of one run; --quick: 10 elastic periods a phase, 1 repeat, a static sweep of "
-         "threads 1–2 on 2 processes with fusion on; full: 20 periods, threads 1–2 × processes 1–2 × fusion on/off.")
+         "cost become load phases of one run; 1 repeat; --quick: 10 elastic periods a phase, a static sweep of "
+         "threads 1–2 on 2 processes with fusion on; full: 30 periods a phase (issue 20's minimum), a static sweep "
+         "of threads 1–2 × fusion on/off on 2 processes (and the busy operators replicated over 2 processes on the "
+         "chains). One process is left out of the static sweep: with the GIL held a second process adds a core, "
+         "and in the last full sweep with it (de7426c) no 1-process configuration was the best static one in any "
+         "phase of any shape.")
 
 
 def _argv(shape: str, quick: bool, png_dir: str) -> list[str]:
     common = ["--shape", shape, "--gil", "hold", "--repeats", "1", "--png", png_dir]
     if quick:
         return common + ["--phase-periods", "10", "--threads", "1", "2", "--processes", "2", "--fuse", "on"]
-    return common + ["--phase-periods", "20", "--threads", "1", "2", "--processes", "1", "2", "--fuse", "on", "off"]
+    return common + ["--phase-periods", str(FULL_PHASE_PERIODS), "--threads", "1", "2", "--processes", "2",
+                     "--fuse", "on", "off"]
 
 
 def run_shape(shape: str, quick: bool) -> dict[str, Any]:

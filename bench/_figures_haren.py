@@ -18,12 +18,31 @@ PAPER = "haren"
 SCALE = ("2 worker threads (OS: one thread per operator), Busy operators with the GIL released, B = 5 µs, rates of "
          "hundreds of tuples/s per source; --quick: 5 and 20 queries, runs of 3 s (multi-class 6 s steady, 10 s "
          "bursting 1.25 s on / 3.75 s off); full: 5, 10, 15, 20 queries, 10 s runs (multi-class 20 s; 60 s "
-         "bursting 5 s on / 15 s off).")
+         "bursting 5 s on / 15 s off). Figs. 4 and 5 share one run: the overhead at P = 100 ms is read from the "
+         "Fig. 4 runs of FCFS, HR and Chain.")
 
 
-def _run(scenario: str, quick: bool, extra: list[str] | None = None) -> dict[str, Any]:
-    argv = ["--scenarios", scenario, "--out", "", *(extra or [])] + (["--quick"] if quick else [])
+#: Figs. 4 and 5 share one ``bench haren --scenarios synthetic overhead`` run (per --quick): the overhead
+#: rows at P = 100 ms are the synthetic runs' own, so only the other period is run for Fig. 5.
+_shared: dict[bool, dict[str, Any]] = {}
+
+
+def _run(scenarios: str | list[str], quick: bool, extra: list[str] | None = None) -> dict[str, Any]:
+    names = [scenarios] if isinstance(scenarios, str) else scenarios
+    argv = ["--scenarios", *names, "--out", "", *(extra or [])] + (["--quick"] if quick else [])
     return bench_run("haren", argv)
+
+
+def run_single_class(quick: bool) -> dict[str, Any]:
+    """OS, FCFS, HR and Chain on the synthetic queries, and the scheduling task's overhead (cached for Fig. 5)."""
+    if quick not in _shared:
+        _shared[quick] = _run(["synthetic", "overhead"], quick)
+    return _shared[quick]
+
+
+def _only(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """One scenario of the shared run (each figure's plot draws its own panels only)."""
+    return {key: data[key]} if key in data else {}
 
 
 def _largest(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -136,13 +155,11 @@ def figures() -> list[Figure]:
         Figure(PAPER, "fig4", "Single-class scheduling policies vs OS scheduling",
                "Past light load, Haren's HR and FCFS give lower mean and maximum latency than OS scheduling of one "
                "thread per operator, and Chain keeps the fewest tuples queued.",
-               lambda quick: _run("synthetic", quick), table_fig4, verdict_fig4,
-               lambda d, p: plot(d, p), SCALE),
+               run_single_class, table_fig4, verdict_fig4, lambda d, p: plot(_only(d, "synthetic"), p), SCALE),
         Figure(PAPER, "fig5", "Overhead of the scheduling task",
                "The scheduling task costs almost always under 2% of the processing threads' time, under 5% at "
                "worst (shorter periods and more queries cost more).",
-               lambda quick: _run("overhead", quick, ["--configs", "fcfs", "hr", "chain"]), table_fig5,
-               verdict_fig5, lambda d, p: plot(d, p), SCALE),
+               run_single_class, table_fig5, verdict_fig5, lambda d, p: plot(_only(d, "overhead"), p), SCALE),
         Figure(PAPER, "fig8", "Multi-class scenario 1 (steady state)",
                "In steady state Haren gives the HIGH queries much lower mean and maximum latency than OS "
                "scheduling while the LOW queries' mean latency stays at the OS's level.",

@@ -6,7 +6,8 @@ PNG, and the computed verdict; then the figures not yet measured with the
 reason, and any that failed with the error. It is built from every figure
 JSON in the output directory, so running one paper refreshes that paper's
 sections and keeps the others' (each says when and on which commit it was
-measured).
+measured). Its first line is the suite's wall time, summed over the runs
+that measured the figures present (see ``_figures_wall``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from elastream.bench._figures_wall import load_runs, suite_wall, wall_line
 
 PAPERS = {
     "c-stream": "C-Stream (Şahin & Gedik), §5.1–5.2",
@@ -72,10 +75,11 @@ def md_table(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 def header(meta: dict[str, Any]) -> str:
-    """Where and when: machine facts, date, commit, the command."""
+    """The suite's wall time first (when known), then where and when: machine facts, date, commit, the command."""
     m = meta["machine"]
     gil = "enabled" if m.get("gil_enabled", True) else "disabled (free-threaded build)"
-    return (f"# Paper figures, measured on elastream\n\n"
+    wall = f"{meta['wall']}\n\n" if meta.get("wall") else ""
+    return (f"# Paper figures, measured on elastream\n\n{wall}"
             f"Generated {meta['generated']} by `{meta['command']}` at commit `{meta['commit']}` on {m['cpus']} cores, "
             f"Python {m['python']}, GIL {gil} (1-min load average {m['load_average_1min']:.2f} at the end). "
             f"Every number, table, plot and verdict below is written by `elastream bench figures` from the figure "
@@ -149,6 +153,7 @@ def write_report(path: Path, out_dir: Path, meta: dict[str, Any], keys: Sequence
     """Render every figure JSON in ``out_dir`` into ``path`` (links relative to it); return ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     results = ordered_like(load_results(out_dir), keys)
-    meta = {**meta, "out_rel": Path(os.path.relpath(out_dir, path.parent)).as_posix()}
+    meta = {**meta, "out_rel": Path(os.path.relpath(out_dir, path.parent)).as_posix(),
+            "wall": wall_line(suite_wall(results, load_runs(out_dir), keys))}
     path.write_text(render(results, meta, path.parent.resolve(), out_dir.resolve()))
     return path

@@ -9,7 +9,8 @@ regenerated from every figure JSON in ``<out>``. Figures that need what the
 engine lacks are listed as "not yet measured", with the reason.
 
 ``--quick`` (about ten minutes on 2 cores) shortens every run; the full suite
-takes under an hour.
+takes under an hour. Each run records its wall time in ``<out>/suite-runs.json``
+and the report opens with the sum over the runs that measured its figures.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from elastream.bench import (_figures_cstream, _figures_elastic, _figures_haren,
                              _figures_turbostream)
 from elastream.bench._common import machine
 from elastream.bench._figures_core import Figure, NotAvailable, commands_in, json_safe
-from elastream.bench._figures_report import FAILED, MEASURED, NOT_AVAILABLE, PAPERS, write_report
+from elastream.bench._figures_report import FAILED, MEASURED, NOT_AVAILABLE, PAPERS, load_results, write_report
+from elastream.bench._figures_wall import load_runs, record_run, suite_wall, wall_line
 
 
 def registry() -> list[Figure]:
@@ -68,12 +70,16 @@ def chosen(args: argparse.Namespace) -> list[Figure]:
 
 
 def commit() -> str:
-    """The checkout's short commit hash, with '+dirty' when bench/ or src/ have uncommitted changes."""
+    """The checkout's short commit hash, with '+dirty' when bench/ or src/ have uncommitted changes.
+
+    A link ``src/elastream/bench`` → ``bench`` (how a worktree without an install finds the benchmarks) is no change.
+    """
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "bench/*.py"], capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src", "bench/*.py",
+                                ":(exclude)src/elastream/bench"], capture_output=True, text=True,
+                               timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("+dirty" if dirty else "")
@@ -129,20 +135,27 @@ def write_extra(extra: dict[str, bytes], out: Path, key: str) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Measure the chosen figures under a progress bar, then regenerate the report."""
+    """Measure the chosen figures under a progress bar, record this run's wall time, then regenerate the report."""
+    began = perf_counter()
     figures = chosen(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stamp = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "commit": commit(),
-             "quick": args.quick, "machine": machine()}
-    began = perf_counter()
+    now = dt.datetime.now(dt.timezone.utc)
+    stamp = {"date": now.isoformat(timespec="seconds"), "run": now.isoformat(timespec="microseconds"),
+             "commit": commit(), "quick": args.quick, "machine": machine()}
     records = run_with_progress(figures, args.quick, out, stamp)
-    result: dict[str, Any] = {"benchmark": "figures", "quick": args.quick, "wall_s": perf_counter() - began,
-                              "figures": records, "machine": machine(), "commit": stamp["commit"]}
+    wall_s = perf_counter() - began
+    keys = [f.key for f in registry()]
+    record_run(out, {"run": stamp["run"], "commit": stamp["commit"], "quick": args.quick,
+                     "papers": list(dict.fromkeys(f.paper for f in figures)), "figures": [f.key for f in figures],
+                     "wall_s": wall_s}, load_results(out))
+    result: dict[str, Any] = {"benchmark": "figures", "quick": args.quick, "wall_s": wall_s,
+                              "figures": records, "machine": machine(), "commit": stamp["commit"],
+                              "suite": suite_wall(load_results(out), load_runs(out), keys)}
     if args.report:
         meta = {"generated": stamp["date"], "commit": stamp["commit"], "machine": result["machine"],
                 "command": invocation(args)}
-        result["report"] = str(write_report(Path(args.report), out, meta, [f.key for f in registry()]))
+        result["report"] = str(write_report(Path(args.report), out, meta, keys))
     return result
 
 
@@ -186,5 +199,8 @@ def print_report(result: dict[str, Any], console: Console) -> None:
         summary.add_row(r["paper"], r["figure"], verdict.get("reproduces", r["status"]),
                         verdict.get("why", r.get("reason", "")), f"{r['wall_s']:.0f}")
     console.print(summary)
+    console.print(f"this run took {result['wall_s'] / 60:.1f} min")
+    if result.get("suite"):
+        console.print(wall_line(result["suite"]).replace("**", ""))
     if result.get("report"):
         console.print(f"report: {result['report']}")

@@ -340,7 +340,7 @@ def test_command_end_to_end_on_figures_that_need_no_measurement(tmp_path, capsys
                  "--quick", "--out", str(out), "--report", str(report), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert [(r["paper"], r["figure"], r["status"]) for r in result["figures"]] == [("haren", "fig4", "not available")]
-    assert sorted(p.name for p in out.iterdir()) == ["haren-fig4.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["haren-fig4.json", "suite-runs.json"]
     text = report.read_text()
     assert "## Not yet measured" in text
     assert "by `elastream bench figures --paper haren --figure fig4 --quick`" in text

@@ -7,8 +7,8 @@ cost per tuple follows the phase each tuple carries (see ``_elastic_flows``).
 
 For every shape the same invocation runs the elastic configurations (plain
 ``es.Runner()``, and ``es.Runner(processes=p)`` for each p > 1 of the static
-sweep's ``--processes``; for cstream-fig11 also the
-utilization controller with U_h 0.95 and 0.90) and a sweep of static ones
+sweep's ``--processes``; for cstream-fig11 also C-Stream's adaptation — the
+utilization thread controller with U_h 0.95 and 0.90, beside replica sizing) and a sweep of static ones
 (``threads × processes × fusion``, and replicas of the busy operators over two
 processes for the chains), interleaved and repeated in alternating order
 (A B C, C B A, …, so drifting machine load favours none); medians
@@ -39,11 +39,14 @@ from elastream.bench._elastic_measure import (check_output, convergence, drain_s
                                               median_or_none, phase_arrivals, phase_emissions, phase_windows,
                                               steady_rates)
 from elastream.elastic import register_controller
-from elastream.elastic.utilization import UtilizationController
+from elastream.elastic.combined import CombinedController
 
 GILS = ("hold", "release")
-#: U_h = 0.90 for C-Stream Fig. 11's second curve (U_l kept below it).
-UH90 = "utilization-uh90"
+#: C-Stream's adaptation (§4.1 threads by utilisation beside §4.2's replicas, here DS2's), U_h = 0.95 and
+#: U_h = 0.90 for Fig. 11's two curves (U_l kept below it). The thread controller alone cannot add a core to
+#: pure-Python operators; C-Stream's replicas are what reach the best static configuration there.
+UH95 = "utilization+ds2"
+UH90 = "utilization-uh90+ds2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +95,7 @@ def configs_for(shape: Shape, args: argparse.Namespace) -> list[Config]:
     configs = [Config("elastic", True)]
     configs += [Config(f"elastic p={p}", True, processes=p) for p in args.processes if p > 1]
     if shape.name == "cstream-fig11":
-        configs += [Config("elastic utilization U_h=0.95", True, controller="utilization"),
+        configs += [Config("elastic utilization U_h=0.95", True, controller=UH95),
                     Config("elastic utilization U_h=0.90", True, controller=UH90)]
     for processes in args.processes:
         for threads in args.threads:
@@ -210,7 +213,9 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     """Run the chosen shapes; return the result as a JSON-ready dict."""
-    register_controller(UH90, lambda **kw: UtilizationController(low=0.80, high=0.90, **kw))
+    register_controller(UH95, lambda **kw: CombinedController(threads="utilization", **kw))
+    register_controller(UH90, lambda **kw: CombinedController(threads="utilization",
+                                                               thread_options={"low": 0.80, "high": 0.90}, **kw))
     phase_s, repeats = phase_seconds(args)
     png_dir = Path(args.png) if args.png else Path(tempfile.gettempdir()) / "elastream-bench-elastic"
     before = machine()

@@ -12,7 +12,7 @@ Threading: one instance per elastic loop, called from its thread.
 
 Example::
 
-    controller = create_controller("auto", threads="utilization")
+    controller = create_controller("auto", threads="utilization", thread_options={"high": 0.90, "low": 0.80})
     controller.decide(period, levels, machine)      # SetThreads and SetReplicas, each with its reason
 """
 
@@ -38,10 +38,11 @@ class CombinedController:
     name = "auto"
 
     def __init__(self, threads: str = "trend", fusion: FusionPlan | Sequence[FusionPlan] | None = None,
-                 **ds2_options: Any):
+                 thread_options: dict[str, Any] | None = None, **ds2_options: Any):
         if threads not in THREAD_CONTROLLERS:
             raise ValueError(f"unknown thread controller {threads!r}; choose one of {', '.join(THREAD_CONTROLLERS)}")
-        self.threads = THREAD_CONTROLLERS[threads]()
+        #: ``thread_options`` tune the thread controller (``{"high": 0.90}``: C-Stream's U_h).
+        self.threads = THREAD_CONTROLLERS[threads](**(thread_options or {}))
         self.replicas = DS2Controller(**ds2_options)
         #: Fuses as compilation would at the thread level in force (given the flow's plan: FusionPlan.of).
         self.fusion = FusionRule(fusion) if fusion is not None else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from elastic_snapshots import workers_period
 
-from elastream.elastic.controller import Machine
+from elastream.elastic.controller import Machine, create_controller
 from elastream.elastic.utilization import UtilizationController, mean_utilisation
 from elastream.runtime.decisions import Levels, SetThreads
 
@@ -63,3 +63,13 @@ def test_mean_utilisation_divides_by_the_threads_asked_not_the_workers_listed():
 def test_thresholds_must_be_ordered():
     with pytest.raises(ValueError, match="low < high"):
         UtilizationController(low=0.9, high=0.8)
+
+
+def test_the_combined_controller_passes_thresholds_to_its_utilization_controller():
+    # C-Stream's adaptation with U_h = 0.90 (Fig. 11's second curve): threads by utilisation beside DS2's replicas.
+    controller = create_controller("auto", threads="utilization", thread_options={"low": 0.80, "high": 0.90})
+    assert (controller.threads.low, controller.threads.high) == (0.80, 0.90)
+    period = workers_period(2, busy_each=0.92, cpu_each=0.92, tuples=1000)
+    threads = [d for d in controller.decide(period, Levels(threads=(2,)), MACHINE) if isinstance(d, SetThreads)]
+    assert [d.threads for d in threads] == [3]          # 0.92 is above this U_h, within the default's band
+    assert decide(0.92, 2) == []

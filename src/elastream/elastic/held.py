@@ -8,10 +8,9 @@ core, and holds there one replica of every replication unit
 (:func:`~elastream.elastic.units.replication_units`: fused chains, stateless
 and partitioned operators) — *held ready*: only the replica in this process
 takes work at first. Every other operator runs in this process, so a light
-load pays no hop between processes; it still pays each unit's split and merge
-here (three activations per batch instead of one: the price of being able to
-add the replica without a restart, and what a light latency-bound flow notices).
-When DS2 finds a unit short of capacity it asks for more replicas
+load pays no hop between processes, and until a unit first spreads it runs
+*bypassed* (:mod:`elastream.runtime.bypass`): one task from its producer to its
+consumer, as a one-process run would, its split and merge idle. When DS2 finds a unit short of capacity it asks for more replicas
 (``SetReplicas``) and the unit's split routes batches, or moves key groups
 with their state, to the held ones; when the load falls it hands them back.
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import time
 from array import array
+from collections import deque
 
 import pytest
 
 import elastream as es
 from elastream.ordered.early_export import take_back_exports
+from elastream.ordered.rebalance import queue_exports
 from elastream.ordered.replica import OrderedReplica
 from elastream.ordered.wire import EXPORT_SEQ, IMPORT_SEQ, STATE_SEQ
 from elastream.runtime.buffer import PortBuffer
@@ -46,13 +48,23 @@ def test_the_moving_groups_tuples_ahead_of_the_request_come_back_with_their_batc
                             (1, 3, array("i", [0]), [(1, "e")])]}
 
 
-def test_an_import_ahead_of_an_export_stops_the_scan():
+def test_an_import_of_its_own_group_keeps_an_export_in_its_place():
     piece = (0, 1, None, [(1, "a")])
     assert take_back_exports([(IMPORT_SEQ, 1, {}), piece, (EXPORT_SEQ, 1)], key, GROUPS) is None
     kept_ahead, kept, exported = take_back_exports(
         [(EXPORT_SEQ, 2), (IMPORT_SEQ, 1, {}), piece, (EXPORT_SEQ, 1)], key, GROUPS)
     assert exported == {2: []}
     assert kept == [(IMPORT_SEQ, 1, {}), piece, (EXPORT_SEQ, 1)]  # group 1 leaves in its turn
+
+
+def test_an_import_of_another_group_does_not_hold_an_export_back():
+    # The replica just given group 2 gives group 1 away: group 1's tuples ahead of the request come back at once.
+    first, second = (0, 2, None, [(1, "a"), (2, "b")]), (1, 1, None, [(1, "c")])
+    kept_ahead, kept, exported = take_back_exports(
+        [first, (IMPORT_SEQ, 2, {}), second, (EXPORT_SEQ, 1), (2, 1, None, [(1, "d")])], key, GROUPS)
+    assert exported == {1: [(0, 2, array("i", [0]), [(1, "a")]), (1, 1, array("i", [0]), [(1, "c")])]}
+    assert kept == [(0, 2, array("i", [1]), [(2, "b")]), (IMPORT_SEQ, 2, {}), (2, 1, None, [(1, "d")])]
+    assert kept_ahead == []
 
 
 def test_the_slices_ahead_of_the_port_come_back_first():
@@ -123,3 +135,13 @@ def test_a_long_piece_is_worked_through_in_slices_and_an_export_answered_between
     assert returned == list(range(17, 40, 2))  # the rest of group 1, unprocessed, with their offsets
     rest = [i for o in got[3:] for i in o[2]]
     assert rest == list(range(16, 40, 2))  # group 0 carries on in the same replica
+
+
+def test_a_split_queues_an_export_ahead_of_its_data_and_behind_only_its_own_groups_import():
+    # A replica's queue in the split: data, an import of group 2 (just given to it), more data, an import of 3.
+    queue = deque([((0, 1, None, [(0, "a")]), 1), ((IMPORT_SEQ, 2, {}), 0), ((1, 1, None, [(2, "b")]), 1),
+                   ((IMPORT_SEQ, 3, {}), 0)])
+    out = queue_exports(queue, moving=[1, 3], imported={3: 4})
+    assert [msg for msg, _ in out] == [(EXPORT_SEQ, 1), (0, 1, None, [(0, "a")]), (IMPORT_SEQ, 2, {}),
+                                       (1, 1, None, [(2, "b")]), (IMPORT_SEQ, 3, {}), (EXPORT_SEQ, 3)]
+    assert [n for _, n in out] == [0, 1, 0, 1, 0, 0]

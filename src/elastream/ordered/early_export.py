@@ -15,8 +15,10 @@ them to the target ahead of the ones it held, each with its serial number and
 offset, so the merge completes their batches exactly as before and the order
 per key is the stream's. The move waits for the replica's current piece only.
 
-An import queued ahead of an export stops the scan there: a group that
-arrives and leaves again must arrive first, so that export waits its turn.
+An import of the same group queued ahead of an export keeps that export in
+its place: a group that arrives and leaves again must arrive first. Imports
+of other groups do not hold it back (a replica that has just been given
+groups is often the one giving others away).
 
 Threading: a pure function, called by the replica's worker under its input
 buffer's lock (:meth:`~elastream.runtime.buffer.PortBuffer.rewrite`).
@@ -40,10 +42,10 @@ def take_back_exports(pending: list, key: Callable[[Any], Any], groups: int,
     """Answer the export requests in ``pending`` (a replica's queued input, in order) ahead of their turn.
 
     ``ahead`` are data pieces the replica holds before ``pending`` (the rest of a piece it is working
-    through in slices). Returns None when no export request waits ahead of any import; otherwise what
-    to keep of ``ahead`` and of ``pending`` (the requests removed, the exported groups' tuples cut out
-    of the pieces before them, empty pieces dropped) and, per exported group, its taken-back pieces
-    ``(seq, size, offsets, items)`` in stream order.
+    through in slices). Returns None when every export request waits behind an import of its own group
+    (or there is none); otherwise what to keep of ``ahead`` and of ``pending`` (the requests answered
+    removed, the exported groups' tuples cut out of the pieces before them, empty pieces dropped) and,
+    per exported group, its taken-back pieces ``(seq, size, offsets, items)`` in stream order.
 
     Example::
 
@@ -51,11 +53,12 @@ def take_back_exports(pending: list, key: Callable[[Any], Any], groups: int,
         # -> ([], [], {0: [(0, 2, array('i', [0, 1]), ["a", "b"])]}): the whole piece comes back
     """
     exported: dict[int, list[tuple]] = {}
+    imported: set[int] = set()
     last = -1
     for i, msg in enumerate(pending):
         if msg[0] == IMPORT_SEQ:
-            break
-        if msg[0] == EXPORT_SEQ:
+            imported.add(msg[1])
+        elif msg[0] == EXPORT_SEQ and msg[1] not in imported:
             exported[msg[1]] = []
             last = i
     if not exported:
@@ -70,7 +73,9 @@ def take_back_exports(pending: list, key: Callable[[Any], Any], groups: int,
             kept.append(msg)
         elif msg[0] >= 0:
             _cut_out(msg, key, table, exported, kept)
-        # else an export request up to the last one: answered now
+        elif msg[0] != EXPORT_SEQ or msg[1] not in exported:
+            kept.append(msg)  # an import, or an export behind its group's import: in its place
+        # else an export request answered now
     return kept_ahead, kept, exported
 
 

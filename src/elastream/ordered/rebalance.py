@@ -454,17 +454,20 @@ class SplitBalancing:
 
         The export then waits only for what ``source`` has been sent already, not for its whole queue
         (moves take effect sooner, and the split may queue more for a slow replica). It stays behind
-        any import still queued there: a partition that arrived and leaves again must arrive first.
+        an import of its own partition still queued there (a partition that arrived and leaves again
+        must arrive first), and only that one: behind an import of another partition, queued after
+        many pieces, it waited for those pieces to go out at the window's pace (holds of 0.2-0.4 s).
         The tuples taken out go first into each move's ``held`` pieces, in order, with their batch's
         serial number, size and offsets: the merge completes a batch from any number of pieces.
         """
         table = [-1 if p in moving else 0 for p in range(self.partitions)]
         queue: deque = deque()
-        controls = 0  # the exports go after the last control message
+        imported: dict[int, int] = {}  # a moving partition's import still queued: the queue's length after it
         for msg, tuples in self._queues[source]:  # type: ignore[index]
             if msg[0] < 0:
                 queue.append((msg, tuples))
-                controls = len(queue)
+                if msg[0] == IMPORT_SEQ and msg[1] in moving:
+                    imported[msg[1]] = len(queue)
                 continue
             seq, size, offsets, items = msg
             kept, local, taken = cut_by_key(items, self.key, table, self.partitions, 1)  # type: ignore[arg-type]
@@ -476,7 +479,17 @@ class SplitBalancing:
             if kept[0]:
                 queue.append(((seq, size, in_batch(offsets, local[0]), kept[0]), len(kept[0])))
             self._queued[source] -= tuples - len(kept[0])
-        exports = [((EXPORT_SEQ, p), 0) for p in moving]
-        for i, export in enumerate(exports):
-            queue.insert(controls + i, export)
-        self._queues[source] = queue  # type: ignore[index]
+        self._queues[source] = queue_exports(queue, moving, imported)  # type: ignore[index]
+
+
+def queue_exports(queue: deque, moving: Collection[int], imported: dict[int, int]) -> deque:
+    """``queue`` with an export request for each ``moving`` partition: at the front, or right after the
+    import of that partition still queued (``imported``: the queue's length after it)."""
+    out = deque(((EXPORT_SEQ, p), 0) for p in moving if p not in imported)
+    after: dict[int, list[int]] = {}
+    for p, length in imported.items():
+        after.setdefault(length, []).append(p)
+    for length, item in enumerate(queue, 1):
+        out.append(item)
+        out.extend(((EXPORT_SEQ, p), 0) for p in after.get(length, ()))
+    return out

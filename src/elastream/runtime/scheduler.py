@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -63,6 +64,11 @@ class Scheduler(TimersAndPeriodic):
         #: (first, longest) wait of an idle worker that backs off instead of being woken (a policy's
         #: ``backoff``: IBM Streams §4.1.3); None: idle workers wait to be notified.
         self.backoff: tuple[float, float] | None = getattr(policy, "backoff", None)
+        #: Wake-ups a producer leaves without taking the lock, applied at the next pick (a backing-off
+        #: policy's ``lockless_wakeups``: IBM Streams §4.1.4's producer pushes onto the free list
+        #: without touching global data; its idle workers look again within the back-off anyway).
+        self.arrivals: deque[PortBuffer] | None = (
+            deque() if self.backoff is not None and getattr(policy, "lockless_wakeups", False) else None)
         #: A policy that keeps a list of operators per worker (Haren's execution task: policies.haren)
         #: chooses each worker's next task itself, through ``next_task(sched, worker, block)``.
         self.per_worker = policy if getattr(policy, "per_worker", False) else None
@@ -130,6 +136,8 @@ class Scheduler(TimersAndPeriodic):
         than wait. A claimed task is given back with :meth:`release_nowait`.
         """
         with self.lock:
+            if self.arrivals:
+                self._apply_arrivals()
             if task.state is not READY or task in self.held or task not in self.ready:
                 return False
             del self.ready[task]
@@ -185,6 +193,8 @@ class Scheduler(TimersAndPeriodic):
             if worker.retiring or self.finished.is_set():
                 return None
             now = self.fire_due(self.now())
+            if self.arrivals:
+                self._apply_arrivals()
             ready = self.ready
             if ready:
                 try:
@@ -338,21 +348,37 @@ class Scheduler(TimersAndPeriodic):
 
     # -- Algorithms 7 and 8 ---------------------------------------------------------
     def port_written(self, buf: PortBuffer) -> None:
-        """A producer added tuples to ``buf`` whose owner looked READ_BLOCKED (Algorithm 7)."""
+        """A producer added tuples to ``buf`` whose owner looked READ_BLOCKED (Algorithm 7).
+
+        With ``arrivals`` (lockless wake-ups) the producer only queues ``buf`` (deque.append is atomic
+        under the GIL) and the next pick applies it: a stale one finds its owner no longer blocked.
+        A dedicated worker's task (its own waker) is always woken at once.
+        """
+        arrivals = self.arrivals
+        if arrivals is not None and buf.owner.waker is None:
+            arrivals.append(buf)
+            return
         with self.lock:
-            task = buf.owner
-            if task.state is not READ_BLOCKED:
-                return
-            need = task.read_wait.get(buf)
-            if need is None:
-                return
-            if buf.count < need:
-                return
-            if task.read_mode is WaitMode.DISJ or self._read_ready(task):
-                self._make_ready(task)
-            else:
-                # Partly satisfied: counts only grow while the owner is blocked.
-                del task.read_wait[buf]
+            self._port_written_locked(buf)
+
+    def _apply_arrivals(self) -> None:
+        """Apply the wake-ups producers queued without the lock (lock held)."""
+        arrivals = self.arrivals
+        while arrivals:
+            self._port_written_locked(arrivals.popleft())
+
+    def _port_written_locked(self, buf: PortBuffer) -> None:
+        task = buf.owner
+        if task.state is not READ_BLOCKED:
+            return
+        need = task.read_wait.get(buf)
+        if need is None or buf.count < need:
+            return
+        if task.read_mode is WaitMode.DISJ or self._read_ready(task):
+            self._make_ready(task)
+        else:
+            # Partly satisfied: counts only grow while the owner is blocked.
+            del task.read_wait[buf]
 
     def port_read(self, buf: PortBuffer) -> None:
         """The consumer made space in ``buf`` while writers were blocked on it (Algorithm 8)."""

@@ -232,8 +232,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 def print_report(result: dict[str, Any], console: Console) -> None:
     """Throughput per configuration and the ratios, as rich tables."""
-    table = Table(title=f"threading models on Busy operators: work rate (operator tuples / depth) over the "
-                        f"last {result['window_s']:g} s of {result['seconds']:g} s runs (median of {result['repeats']})")
+    table = Table(title=f"threading models on Busy operators: work rate (operator tuples / depth) over the last "
+                        f"{result['window_s']:g} s of {result['seconds']:g} s runs (median of {result['repeats']})")
     for col in ("shape", "GIL", "flops", "config", "tuples/s", "at the sink", "cores used"):
         table.add_column(col, justify="left" if col in ("shape", "GIL", "config") else "right")
     last = None

@@ -13,8 +13,9 @@ rescheduled in turn, so a pipeline is never walked recursively. Each call's work
 consumer runs with its batch budget cut to the limit and a deadline already passed, so a function
 operator returns after one batch. A coroutine operator returns after its next push or wait instead,
 having perhaps taken nothing from the full queue (a split still dealing out what it took earlier):
-it is resumed, still held, until it takes tuples, waits, or has been resumed ``limit`` times. Giving it back after each push made a producer facing a full split pay two scheduler-lock
-round trips per tuple the split dealt (IBM's 1,000-wide graph: one push per output).
+it is resumed, still held, until it takes tuples, waits, or has been resumed ``limit`` times.
+Giving it back after each push made a producer facing a full split pay two scheduler-lock round
+trips per tuple the split dealt (IBM's 1,000-wide graph: one push per output).
 :class:`RescheduleStats` on the worker counts the calls and the most tuples one call executed.
 """
 

@@ -108,7 +108,7 @@ def _operator_delta(before: OperatorStats | None, after: OperatorStats) -> Opera
 
     return OperatorPeriod(
         name=after.name, kind=after.kind, tuples_in=int(d("tuples_in")), tuples_out=int(d("tuples_out")),
-        busy_s=d("busy_s"), cpu_s=d("cpu_s"), read_blocked_s=d("read_blocked_s"),
+        busy_s=max(0.0, d("busy_s")), cpu_s=max(0.0, d("cpu_s")), read_blocked_s=d("read_blocked_s"),
         write_blocked_s=d("write_blocked_s"), queue_length=sum(p.size for p in after.inputs),
         write_blocked_ratio=after.output_write_blocked_ratio,
         sent={dst: n - (before.sent.get(dst, 0) if before is not None else 0) for dst, n in after.sent.items()},
@@ -118,8 +118,9 @@ def _operator_delta(before: OperatorStats | None, after: OperatorStats) -> Opera
 
 
 def _worker_delta(before: WorkerStats | None, after: WorkerStats, period_s: float) -> WorkerPeriod:
-    busy = after.busy_s - (before.busy_s if before is not None else 0.0)
-    cpu = after.cpu_s - (before.cpu_s if before is not None else 0.0)
+    # Snapshots count activations in progress; one taken as a worker ends one may miss it for a moment.
+    busy = max(0.0, after.busy_s - (before.busy_s if before is not None else 0.0))
+    cpu = max(0.0, after.cpu_s - (before.cpu_s if before is not None else 0.0))
     return WorkerPeriod(index=after.index, busy_s=busy, cpu_s=cpu,
                         utilisation=min(1.0, busy / period_s) if period_s > 0 else 0.0)
 

@@ -36,8 +36,14 @@ def port_stats(buf: PortBuffer, now: float) -> PortStats:
     )
 
 
-def operator_stats(task: Task, now: float, sched_now: float | None = None) -> OperatorStats:
-    """Snapshot of one operator (with ``sched_now``, the scheduler clock's now: its wait in progress too)."""
+#: No activation in progress: (busy seconds, CPU seconds) to add.
+IDLE = (0.0, 0.0)
+
+
+def operator_stats(task: Task, now: float, sched_now: float | None = None,
+                   running: tuple[float, float] = IDLE) -> OperatorStats:
+    """Snapshot of one operator (with ``sched_now``, the scheduler clock's now: its wait in progress too;
+    ``running``: the busy and CPU seconds of its activations in progress, :meth:`Worker.in_progress`)."""
     waits = task.conj_waits + task.disj_waits
     inputs = tuple(port_stats(b, now) for b in task.inputs)
     out_ratio = 0.0
@@ -48,14 +54,14 @@ def operator_stats(task: Task, now: float, sched_now: float | None = None) -> Op
                 out_ratio = max(out_ratio, b.full_seconds(now) / life)
     return OperatorStats(
         name=task.name, kind=task.kind, state=task.state.value, activations=task.activations,
-        busy_s=task.busy_s, read_blocked_s=task.read_blocked_s + _blocked_now(task, sched_now, _READ_WAITS),
+        busy_s=task.busy_s + running[0], read_blocked_s=task.read_blocked_s + _blocked_now(task, sched_now, _READ_WAITS),
         write_blocked_s=task.write_blocked_s + _blocked_now(task, sched_now, _WRITE_WAITS),
         tuples_in=task.tuples_in, tuples_out=task.tuples_out, last_scheduled=task.last_scheduled,
         read_rate=task.read_rate, write_rate=task.write_rate,
         conjunctive_wait_fraction=task.conj_waits / waits if waits else 0.0,
         disjunctive_wait_fraction=task.disj_waits / waits if waits else 0.0,
         output_write_blocked_ratio=out_ratio, inputs=inputs, malformed=task.malformed,
-        cpu_s=task.cpu_s, sent=_sent_by_operator(task), workers=task.workers, peak_workers=task.peak_workers,
+        cpu_s=task.cpu_s + running[1], sent=_sent_by_operator(task), workers=task.workers, peak_workers=task.peak_workers,
         max_workers=task.max_workers if task.shared else 1, key_group_load=task.op.key_group_load(),
         longest_hold_s=getattr(task.op, "longest_hold_s", 0.0),
     )
@@ -79,15 +85,17 @@ def _sent_by_operator(task: Task) -> dict[str, int]:
     return sent
 
 
-def task_stats(task: Task, now: float, sched_now: float | None = None) -> list[OperatorStats]:
+def task_stats(task: Task, now: float, sched_now: float | None = None,
+               running: tuple[float, float] = IDLE) -> list[OperatorStats]:
     """The operators ``task`` runs: itself, or each member of the chain it fuses (flow order)."""
     chain = member_runner(task)
     if chain is None:
-        return [operator_stats(task, now, sched_now)]
-    return member_stats(task, chain, now, sched_now)
+        return [operator_stats(task, now, sched_now, running)]
+    return member_stats(task, chain, now, sched_now, running)
 
 
-def member_stats(task: Task, chain: MemberRunner, now: float, sched_now: float | None = None) -> list[OperatorStats]:
+def member_stats(task: Task, chain: MemberRunner, now: float, sched_now: float | None = None,
+                 running: tuple[float, float] = IDLE) -> list[OperatorStats]:
     """One snapshot per member of a fused chain (a joined source first: runtime.sourced), as if each ran alone.
 
     Tuple counts are each member's own (counted per batch). The task's busy and CPU
@@ -100,7 +108,7 @@ def member_stats(task: Task, chain: MemberRunner, now: float, sched_now: float |
     every tuple. Each member keeps its own kind. A chain that ends in a sink writes nowhere, so its
     members' write rates scale from the chain's read rate instead.
     """
-    whole = operator_stats(task, now, sched_now)
+    whole = operator_stats(task, now, sched_now, running)
     names, n = chain.names, len(chain.names)
     tuples_in, tuples_out, stage_s = chain.counters()
     timed = sum(stage_s)
@@ -145,15 +153,21 @@ def _inner_port(task: Task, chain: MemberRunner, name: str, passed: int) -> Port
 
 
 def take_snapshot(sched: Scheduler, pool: WorkerPool, started: float, policy_name: str) -> FlowStats:
-    """Snapshot of a whole running (or finished) flow."""
+    """Snapshot of a whole running (or finished) flow, activations in progress counted up to now."""
     now, sched_now = perf_counter(), sched.now()
-    workers = tuple(
-        WorkerStats(index=w.index, alive=w.alive, busy_s=w.busy_s, idle_s=w.idle_s,
-                    alive_s=(w.ended or now) - w.started, dispatches=w.dispatches,
-                    utilisation=w.utilisation(now), cpu_s=w.cpu_s)
-        for w in pool.workers)
+    running: dict[Task, tuple[float, float]] = {}
+    workers = []
+    for w in pool.workers:
+        task, busy, cpu = w.in_progress(sched_now)
+        if task is not None:
+            before = running.get(task, IDLE)
+            running[task] = (before[0] + busy, before[1] + cpu)
+        life = (w.ended or now) - w.started
+        workers.append(WorkerStats(index=w.index, alive=w.alive, busy_s=w.busy_s + busy, idle_s=w.idle_s,
+                                   alive_s=life, dispatches=w.dispatches,
+                                   utilisation=(w.busy_s + busy) / life if life > 0 else 0.0, cpu_s=w.cpu_s + cpu))
     return FlowStats(
         elapsed_s=now - started, threads=pool.target, policy=policy_name,
-        operators={s.name: s for t in sched.tasks for s in task_stats(t, now, sched_now)},
-        workers=workers,
+        operators={s.name: s for t in sched.tasks for s in task_stats(t, now, sched_now, running.get(t, IDLE))},
+        workers=tuple(workers),
     )

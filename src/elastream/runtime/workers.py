@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+import time
 from time import perf_counter, thread_time
 from typing import TYPE_CHECKING
 
@@ -51,6 +52,10 @@ class Worker:
         self.reschedule = RescheduleStats()
         self.started = pool.sched.now()
         self.ended: float | None = None
+        #: (task, start, thread CPU at start) of the activation running now, read by snapshots from other
+        #: threads (one assignment, so read whole); None between activations.
+        self.active: tuple[Task, float, float] | None = None
+        self._cpu_clock: int | None = None  # this thread's CPU clock, readable from other threads
         self.thread = threading.Thread(target=self._loop, name=f"elastream-worker-{index}", daemon=True)
 
     def _loop(self) -> None:
@@ -62,12 +67,14 @@ class Worker:
         fraction = getattr(sched.policy, "reschedule_fraction", None)  # IBM Fig. 5 (runtime.reschedule)
         task = None
         try:
+            self._cpu_clock = _own_cpu_clock()
             if self.gate is not None:
                 self.gate.wait()
             task = sched.acquire(self)
             while task is not None:
                 t0 = now()
                 c0 = thread_time()
+                self.active = (task, t0, c0)
                 task.last_scheduled = t0
                 try:
                     budget = policy_quantum(task, quantum) if policy_quantum else quantum
@@ -79,6 +86,7 @@ class Worker:
                     outcome = push_through(sched, self, task, outcome, contexts, t0 + budget, fraction, dispatch)
                 t1 = now()
                 cpu = thread_time() - c0
+                self.active = None
                 self.cpu_s += cpu
                 self.busy_s += t1 - t0
                 self.dispatches += 1
@@ -88,15 +96,37 @@ class Worker:
         finally:
             self.ended = sched.now()
 
+    def in_progress(self, now: float) -> tuple[Task | None, float, float]:
+        """The activation running now: its task, and the busy and CPU seconds it has taken so far.
+
+        Snapshots add these, so a period's busy time counts an activation that spans its end
+        instead of crediting all of it to the period it ends in (a 0.3 s batch of a slow operator
+        left the first period of a run at zero busy, and DS2 without a reading).
+        """
+        active = self.active
+        if active is None:
+            return None, 0.0, 0.0
+        task, t0, c0 = active
+        cpu = 0.0
+        if self._cpu_clock is not None:
+            try:
+                cpu = max(0.0, time.clock_gettime(self._cpu_clock) - c0)
+            except OSError:  # the thread has just ended
+                cpu = 0.0
+        return task, max(0.0, now - t0), cpu
+
     @property
     def alive(self) -> bool:
         """True while the thread runs."""
         return self.ended is None
 
-    def utilisation(self, now: float) -> float:
-        """Fraction of this worker's life spent running operators."""
-        life = (self.ended or now) - self.started
-        return self.busy_s / life if life > 0 else 0.0
+
+def _own_cpu_clock() -> int | None:
+    """The calling thread's CPU-time clock id (None where the platform has none)."""
+    try:
+        return time.pthread_getcpuclockid(threading.get_ident())
+    except (AttributeError, OSError):
+        return None
 
 
 def dispatch(sched: Scheduler, task: Task, contexts: dict, deadline: float):

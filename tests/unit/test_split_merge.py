@@ -637,18 +637,6 @@ def test_a_links_window_setting_scales_the_windows_and_the_pieces():
         SplitMergeLink(2, window_s=0)
 
 
-def test_a_stateless_batch_holds_one_piece_of_work_and_a_keyed_one_a_piece_per_replica():
-    from elastream.ordered.rebalance import SplitMergeLink
-    from elastream.ordered.split import PIECE_S
-
-    link = SplitMergeLink(2, local=[0])
-    link.done, link.busy_s = [1_000, 1_000], [1.0, 1.0]  # 1 ms a tuple
-    keyed = OrderedSplit(2, key=lambda e: e, partitions=4, link=link)._batch_size()
-    stateless = OrderedSplit(2, link=link)._batch_size()
-    assert stateless == pytest.approx(PIECE_S / 1e-3, abs=1)   # whole to one replica: one piece
-    assert keyed == pytest.approx(2 * stateless, abs=1)         # cut into a piece per replica
-
-
 def test_the_runner_refuses_a_replica_window_that_is_not_positive():
     with pytest.raises(ValueError, match="replica_window_ms"):
         es.OrderingConfig(replica_window_ms=0)

@@ -189,12 +189,7 @@ class OrderedSplit(SplitBalancing, Operator):
 
     def _batch_size(self) -> int:
         """``chunk`` when given; else, with a link, about PIECE_S of work per replica piece (scaled as the
-        link's windows are): a keyed batch is cut into a piece per replica, a stateless one goes whole.
-
-        A stateless batch of PIECE_S per replica (twice PIECE_S on two) left the local replica at most
-        one piece in hand within its window, so it ran dry after each one until the merge and the split
-        had run (the 12 x 100 us chain on ``Runner(processes=2)``), and made the run's last piece as long.
-        """
+        link's windows are)."""
         if self.chunk is not None:
             return self.chunk
         if self.link is None:
@@ -204,8 +199,7 @@ class OrderedSplit(SplitBalancing, Operator):
             # Until a piece comes back the cost is unknown: small pieces then, since a slow operator's
             # 256-tuple pieces would take seconds each and leave one replica working alone at the end.
             return MIN_CHUNK
-        pieces = self.n_outputs if self.key is not None else 1
-        return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.link.scale * pieces / cost)))  # type: ignore[union-attr]
+        return max(MIN_CHUNK, min(MAX_CHUNK, int(PIECE_S * self.link.scale * self.n_outputs / cost)))  # type: ignore[union-attr]
 
     def _calm(self) -> bool:
         """True when :meth:`_settle` would neither send, move nor wait now (the cheap test of a light load).

@@ -54,14 +54,16 @@ def operator_stats(task: Task, now: float, sched_now: float | None = None,
                 out_ratio = max(out_ratio, b.full_seconds(now) / life)
     return OperatorStats(
         name=task.name, kind=task.kind, state=task.state.value, activations=task.activations,
-        busy_s=task.busy_s + running[0], read_blocked_s=task.read_blocked_s + _blocked_now(task, sched_now, _READ_WAITS),
+        busy_s=task.busy_s + running[0],
+        read_blocked_s=task.read_blocked_s + _blocked_now(task, sched_now, _READ_WAITS),
         write_blocked_s=task.write_blocked_s + _blocked_now(task, sched_now, _WRITE_WAITS),
         tuples_in=task.tuples_in, tuples_out=task.tuples_out, last_scheduled=task.last_scheduled,
         read_rate=task.read_rate, write_rate=task.write_rate,
         conjunctive_wait_fraction=task.conj_waits / waits if waits else 0.0,
         disjunctive_wait_fraction=task.disj_waits / waits if waits else 0.0,
         output_write_blocked_ratio=out_ratio, inputs=inputs, malformed=task.malformed,
-        cpu_s=task.cpu_s + running[1], sent=_sent_by_operator(task), workers=task.workers, peak_workers=task.peak_workers,
+        cpu_s=task.cpu_s + running[1], sent=_sent_by_operator(task), workers=task.workers,
+        peak_workers=task.peak_workers,
         max_workers=task.max_workers if task.shared else 1, key_group_load=task.op.key_group_load(),
         longest_hold_s=getattr(task.op, "longest_hold_s", 0.0),
     )

@@ -15,8 +15,8 @@ always the thread's own (``thread_time``).
 from __future__ import annotations
 
 import threading
-import traceback
 import time
+import traceback
 from time import perf_counter, thread_time
 from typing import TYPE_CHECKING
 

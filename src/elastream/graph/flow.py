@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -187,18 +188,16 @@ class Flow:
         """:attr:`query_tags` plus every untagged operator downstream of a tagged one, with the nearest
         tagged upstream operator's tag (what a part of the flow run in another process must be told)."""
         tags = dict(self._query_tags)
-        if not tags:
-            return tags
-        upstream: dict[str, list[str]] = {name: [] for name in self._handles}
+        downstream: dict[str, list[str]] = {name: [] for name in self._handles}
         for c in self._connections:
-            upstream[c.dst].append(c.src)
-        changed = True
-        while changed:  # a pass per level of the graph: settles once every reachable operator has a tag
-            changed = False
-            for name, ups in upstream.items():
-                inherited = None if name in tags else next((tags[u] for u in ups if u in tags), None)
-                if inherited is not None:
-                    tags[name], changed = inherited, True
+            downstream[c.src].append(c.dst)
+        frontier = deque(tags)  # breadth first from every tagged operator at once: the nearest tag wins
+        while frontier:
+            name = frontier.popleft()
+            for dst in downstream[name]:
+                if dst not in tags:
+                    tags[dst] = tags[name]
+                    frontier.append(dst)
         return tags
 
     # -- inspection --------------------------------------------------------

@@ -202,12 +202,27 @@ def logical_name(name: str) -> str:
     return name
 
 
+#: The last view made, with its period and levels: the controllers deciding over one period (DS2, the
+#: thread controllers' room bound) share it instead of folding the period again. One entry, replaced
+#: whole (so read whole from any thread); a view is immutable.
+_last_view: list[tuple[PeriodStats, Levels | None, FlowView] | None] = [None]
+
+
 def flow_view(period: PeriodStats, levels: Levels | None = None) -> FlowView:
     """Fold ``period`` into units: replicas, splits and merges into their operator, fused chains into one.
 
     Example: ``flow_view(period, Levels(fused=(("a", "b"),))).units["a"].members == ("a", "b")``
     """
-    levels = levels or Levels()
+    last = _last_view[0]
+    if last is not None and last[0] is period and last[1] == levels:
+        return last[2]
+    view = _fold(period, levels or Levels())
+    _last_view[0] = (period, levels, view)
+    return view
+
+
+def _fold(period: PeriodStats, levels: Levels) -> FlowView:
+    """:func:`flow_view` without the shared last view."""
     chain_of = _chain_index(levels.fused, period.operators)
     unit_of = {name: chain_of.get(logical_name(name), logical_name(name)) for name in period.operators}
     groups: dict[str, list[OperatorPeriod]] = {}

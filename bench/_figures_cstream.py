@@ -23,17 +23,17 @@ FULL_POLICIES = QUICK_POLICIES + ["max_tuple_wait", "max_running_time"]
 CHAIN_OPS = 12
 SWEEP_THREADS = 2
 SCALE_THREADS = ("Busy operators release the GIL (C-Stream's C++ threads run in parallel); threads 1, 2, 4 with "
-                 "--quick (full: 1–4) on 2 cores instead of 1–12; 3 plug-ins with --quick (full: 5); runs of 2.5 s "
+                 "--quick (full: 1–4) on 2 cores instead of 1–12; 3 plug-ins with --quick (full: 5); runs of 2 s "
                  "with --quick (full: 3 s), the first 0.5 s excluded.")
 SCALE_SWEEP = ("Busy operators release the GIL; 2 threads (the paper: 4 on a many-core machine); 3 plug-ins with "
-               "--quick (full: 5); runs of 2.5 s with --quick (full: 3 s); the point at bench topology's default "
+               "--quick (full: 5); runs of 2 s with --quick (full: 3 s); the point at bench topology's default "
                "(100 µs, 12 operators, selectivity 1) is Fig. 4's 2-thread run of the same flow, not run twice.")
 
 _threads_cache: dict[bool, dict[str, Any]] = {}
 
 
 def _budget(quick: bool) -> list[str]:
-    return ["--seconds", "2.5", "--warmup", "0.5"] if quick else ["--seconds", "3", "--warmup", "0.5"]
+    return ["--seconds", "2", "--warmup", "0.5"] if quick else ["--seconds", "3", "--warmup", "0.5"]
 
 
 def _policies(quick: bool) -> list[str]:

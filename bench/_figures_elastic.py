@@ -4,7 +4,7 @@ Each is one ``bench elastic`` shape with the GIL held (pure-Python operators, th
 case where worker processes, not threads, add cores). The paper's x axis (the
 busy cost) becomes the shape's load phases (the cost changes mid-run), and
 "elastic matches the best manual setting" becomes elastic ÷ best static per
-phase. ``--quick`` uses short phases (10 elastic periods) and a static sweep
+phase. ``--quick`` uses short phases (7 elastic periods) and a static sweep
 of threads on 2 processes with fusion on; the full run has phases of 30
 periods (issue 20's minimum) and sweeps threads × fusion on 2 processes (where
 every best static run was in the last full matrix over 1 and 2 processes).
@@ -23,8 +23,11 @@ from elastream.bench._figures_core import Figure, Table, Verdict, bench_run, new
 MATCH = 0.9
 #: Elastic periods per load phase in the full run: issue 20's minimum for a steady state after each change.
 FULL_PHASE_PERIODS = 30
+#: Periods a phase with --quick (phase length × runs is nearly all these figures' time): the elastic runs of the
+#: last full run settled within two periods of a change, so most of a phase is still steady state.
+QUICK_PHASE_PERIODS = 7
 SCALE = ("GIL held (pure-Python operators: worker processes, not threads, add cores); the paper's separate runs per "
-         "cost become load phases of one run; 1 repeat; --quick: 10 elastic periods a phase, a static sweep of "
+         "cost become load phases of one run; 1 repeat; --quick: 7 elastic periods a phase, a static sweep of "
          "threads 1–2 on 2 processes with fusion on; full: 30 periods a phase (issue 20's minimum), a static sweep "
          "of threads 1–2 × fusion on/off on 2 processes (and the busy operators replicated over 2 processes on the "
          "chains). One process is left out of the static sweep: with the GIL held a second process adds a core, "
@@ -35,7 +38,8 @@ SCALE = ("GIL held (pure-Python operators: worker processes, not threads, add co
 def _argv(shape: str, quick: bool, png_dir: str) -> list[str]:
     common = ["--shape", shape, "--gil", "hold", "--repeats", "1", "--png", png_dir]
     if quick:
-        return common + ["--phase-periods", "10", "--threads", "1", "2", "--processes", "2", "--fuse", "on"]
+        return common + ["--phase-periods", str(QUICK_PHASE_PERIODS), "--threads", "1", "2", "--processes", "2",
+                         "--fuse", "on"]
     return common + ["--phase-periods", str(FULL_PHASE_PERIODS), "--threads", "1", "2", "--processes", "2",
                      "--fuse", "on", "off"]
 

@@ -22,7 +22,7 @@ LEVELS = ["1", "2"]
 CONFIGS = ["manual", "dedicated", "dynamic", *(f"dynamic t{n}" for n in LEVELS)]
 SCALE = ("GIL held (pure-Python Busy operators: threads add no CPU, so only each model's overheads differ); "
          "--quick: the paper's lowest and highest cost, manual, dedicated, plain Runner() and 2 pool threads, "
-         "runs of 4 s with the last 1.5 s counted; full: the paper's three costs, pool levels 1 and 2 (the cores; "
+         "runs of 3 s with the last 1.5 s counted; full: the paper's three costs, pool levels 1 and 2 (the cores; "
          "not up to 176: a level of 4 was below the best dynamic one at every graph and cost of the last full "
          "run, de7426c), 10 s runs, the last 4 s counted. The work rate is operator tuples ÷ 1,000.")
 
@@ -38,7 +38,7 @@ def _run(shapes: list[str], quick: bool) -> dict[str, Any]:
     for shape in shapes:
         argv = ["--shapes", shape, "--gil", "hold"]
         if quick:
-            argv += ["--flops", *QUICK_FLOPS[shape], "--seconds", "4", "--window", "1.5", "--configs", *QUICK_CONFIGS]
+            argv += ["--flops", *QUICK_FLOPS[shape], "--seconds", "3", "--window", "1.5", "--configs", *QUICK_CONFIGS]
         else:
             argv += ["--seconds", "10", "--window", "4", "--threads", *LEVELS, "--configs", *CONFIGS]
         # bench models draws its own progress bar; the suite's is already showing.

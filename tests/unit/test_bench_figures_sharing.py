@@ -99,6 +99,25 @@ def test_full_settings_keep_the_issues_minimums_and_sweep_where_the_best_static_
     assert full[full.index("--scheme-threads") + 1:full.index("--scheme-repeats")] == ["2", "3", "4"]
 
 
+def option(argv: list[str], name: str) -> list[str]:
+    """The values that follow ``name`` in ``argv``, up to the next option."""
+    after = argv[argv.index(name) + 1:]
+    return after[:next((i for i, a in enumerate(after) if a.startswith("--")), len(after))]
+
+
+def test_quick_settings_shorten_the_runs_but_keep_each_figures_comparison():
+    quick, full = elastic._argv("cstream-fig11", True, "/tmp/x"), elastic._argv("cstream-fig11", False, "/tmp/x")
+    assert 0 < int(option(quick, "--phase-periods")[0]) < int(option(full, "--phase-periods")[0])
+    assert option(quick, "--threads") == option(full, "--threads") == ["1", "2"]  # the same static thread counts
+    assert option(quick, "--processes") == option(full, "--processes")
+    assert f"--quick: {elastic.QUICK_PHASE_PERIODS} elastic periods a phase" in elastic.SCALE
+    tpcxbb = ordered.TPCXBB_QUICK_ARGV
+    assert option(tpcxbb, "--schemes") == option(ordered.TPCXBB_FULL_ARGV, "--schemes") == ["partitioning", "reorder"]
+    assert option(tpcxbb, "--scale") == option(ordered.TPCXBB_FULL_ARGV, "--scale")
+    assert len(option(tpcxbb, "--scheme-threads")) >= 2  # each scheme's peak is still over thread counts
+    assert set(ibm.QUICK_CONFIGS) <= set(ibm.CONFIGS) and {"manual", "dedicated", "dynamic"} <= set(ibm.QUICK_CONFIGS)
+
+
 # --- the suite's wall time ---------------------------------------------------------------------------------------
 
 

@@ -631,7 +631,8 @@ def test_a_links_window_setting_scales_the_windows_and_the_pieces():
         link.done, link.busy_s = [1_000, 1_000], [0.02, 0.02]  # 20 µs a tuple
     assert default.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 20e-6, rebalance.WINDOW_S / 20e-6], abs=1)
     assert small.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 4 / 20e-6, 0.05 / 20e-6], abs=1)
-    sizes = [OrderedSplit(2, key=lambda e: e, partitions=4, link=link)._batch_size() for link in (default, small)]
+    sizes = [OrderedSplit(2, key=lambda e: e, partitions=4, link=link)._batch_size(10_000)
+             for link in (default, small)]
     assert sizes[1] == pytest.approx(sizes[0] / 4, abs=1)
     with pytest.raises(ValueError, match="positive"):
         SplitMergeLink(2, window_s=0)

@@ -80,6 +80,8 @@ class Operator:
     #: Declared CPU cost per tuple (µs) and output/input ratio, for offline placement (None: unknown).
     cost_us: float | None = None
     selectivity: float | None = None
+    #: Hands work to another process (a ring's sending end): run ahead of the policy's pick.
+    urgent: bool = False
 
     def __init__(self, inputs: int = 0, outputs: int = 0, *, control_inputs: Iterable[int] = ()):
         if inputs < 0 or outputs < 0:
@@ -137,7 +139,7 @@ class Operator:
                             max_workers=max(1, int(self.max_workers or 1)),
                             input_capacity=int(self.input_capacity or 0),
                             output_capacity=int(self.output_capacity or 0),
-                            cost_us=self.cost_us, selectivity=self.selectivity, **fields)
+                            cost_us=self.cost_us, selectivity=self.selectivity, urgent=bool(self.urgent), **fields)
 
     def instantiate(self) -> Operator:
         """The instance a run works on: a shallow copy, whose run state ``open`` creates afresh.

@@ -129,6 +129,9 @@ class OperatorSpec:
     cost_us: float | None = None
     """Declared CPU cost per tuple (µs), for offline placement and replica counts."""
     selectivity: float | None = None
+    urgent: bool = False
+    """Its activations hand work to another process (a ring's sending end): the scheduler runs it ahead of
+    the policy's pick, since a core waits for what it sends."""
 
     @property
     def is_parallel(self) -> bool:

@@ -34,6 +34,7 @@ class RingSender(Operator):
     """Input port 0 → shared-memory ring ``ring_name`` (one record per batch)."""
 
     kind = Kind.COROUTINE  # the engine's own ends of a ring
+    urgent = True  # the consuming process may be idle until this runs (runtime.scheduler: Scheduler.urgent)
 
     def __init__(self, ring_name: str, batch_size: int = 256):
         super().__init__(inputs=1, outputs=0)

@@ -103,3 +103,24 @@ def test_period_listeners_get_the_parts_statistics_merged():
         handle.shutdown()
     assert {"src", "x", "out"} <= set(got[-1].operators)          # both processes' operators, merged
     assert [p.start_s for p in got] == sorted(p.start_s for p in got)
+
+
+def test_units_lowered_to_one_replica_each_keep_replicas_in_different_processes(wait_until):
+    flow = es.Flow("two-units")
+    src = flow.source(lambda: iter(int, 1), name="src")
+    src.map(lambda x: x + 1, name="x").sink(es.ops.Callback(lambda x: None), name="out_x")
+    src.map(lambda x: x + 2, name="y").sink(es.ops.Callback(lambda x: None), name="out_y")
+    home = {name: 0 for name in ("src", "x", "y", "out_x", "out_y")}  # both units' first replicas in process 0
+    placement = replicated_placement(flow, 2, {"x": 2, "y": 2}, placement=home)
+    handle = es.Runner(processes=2, replicas={"x": 2, "y": 2}, placement=placement).start(flow)
+    try:
+        wait_until(lambda: handle.stats().operators.get("y#1"), timeout=30, what="the replicas reporting")
+        applied = handle.submit([SetReplicas("x", 1, reason="test"), SetReplicas("y", 1, reason="test")])
+        assert [a.ok for a in applied] == [True, True]
+        kept = [handle.assignment[f"{a.decision.operator}#{(a.decision.replicas or (0,))[0]}"] for a in applied]
+        assert sorted(kept) == [0, 1]  # one whole unit in each process, not both in the home process
+        out = {name: handle.stats().operators[name].tuples_in for name in ("out_x", "out_y")}
+        wait_until(lambda: all(handle.stats().operators[n].tuples_in > out[n] for n in out), timeout=30,
+                   what="both units still flowing")
+    finally:
+        handle.shutdown(timeout=10)

@@ -278,7 +278,8 @@ def render(sample: Sample, title: str = "", total: int | None = None) -> Group:
 def describe(applied: Applied) -> str:
     """One line for an applied decision: ``"12.0 s SetReplicas operator=sum count=2: reason"``."""
     data = applied_to_json(applied)
-    fields = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in data["fields"].items())
+    fields = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in data["fields"].items()
+                      if v is not None)  # an option left out (SetReplicas.replicas: the run's choice)
     outcome = "" if applied.ok else f" (failed: {applied.why})"
     return f"{applied.at_s:.1f} s {data['type']} {fields}: {data['reason']}{outcome}"
 

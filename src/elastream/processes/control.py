@@ -93,7 +93,8 @@ def _apply_in_part(handle: Any, decision: Decision) -> ControlResult:
 
 
 def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
-    """Let the first ``decision.count`` replicas of an operator take work (C-Stream §4.2, DS2's count).
+    """Let ``decision.count`` replicas of an operator take work (C-Stream §4.2, DS2's count): those it names,
+    or the first ones.
 
     The replicas are held ready (started with the run, one per process); the split in this part
     routes new batches only to the active ones from its next batch on, and one that leaves
@@ -111,12 +112,18 @@ def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
         return ControlResult(0, False, f"{decision.operator!r} is keyed and its key groups' state cannot move: "
                                        f"its {split.n_outputs} replicas keep their key groups")
     count = max(1, min(decision.count, split.n_outputs))
+    chosen = list(range(count))
+    if decision.replicas is not None:
+        chosen = sorted(set(decision.replicas))
+        if len(chosen) != decision.count or not all(0 <= r < split.n_outputs for r in chosen):
+            return ControlResult(0, False, f"replicas {list(decision.replicas)} are not {decision.count} of "
+                                           f"0..{split.n_outputs - 1}")
     paused_s = None  # no splice: the split changes its routing between two batches (the time taken is the pause)
-    if count > 1:
+    if chosen != [0]:
         spliced, why, paused_s = handle.splice(decision.operator)
         if not spliced:
             return ControlResult(0, False, why)
-    split.set_active(range(count))
+    split.set_active(chosen)
     if count != decision.count:
         return ControlResult(0, False, f"{split.n_outputs} replicas are held ready: {count} take work")
     return ControlResult(0, True, "", pause_ms=None if paused_s is None else paused_s * 1000.0)

@@ -59,6 +59,7 @@ from elastream.processes.merge_stats import merge_stats
 from elastream.processes.part_reports import not_reported, remote_error
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
+from elastream.processes.replica_choice import ActiveReplicas
 from elastream.processes.replicate import expand_assignment
 from elastream.processes.spec import ChildSpec, cross_edges, is_proxy, split_flow
 from elastream.processes.worker_death import WorkerProcessError, death_of
@@ -97,6 +98,7 @@ class ProcessRunHandle:
             stats=placement if isinstance(placement, FlowStats) else None,
             window_s=config.ordering.replica_window_s, active=config.active_replicas)
         self.processes = config.processes
+        self._replicas = ActiveReplicas(self.assignment)  # which replicas a lower count keeps (not held ready)
         self._started = perf_counter()
         self._rings: list[Any] = []
         self._done = threading.Event()
@@ -368,12 +370,15 @@ class ProcessRunHandle:
         Example: ``handle.submit([SetThreads(2, process=1)])[0].ok`` is True once process 1 runs 2 threads.
         """
         at = perf_counter() - self._started
+        decisions = decisions if self.config.active_replicas is not None else self._replicas.choose_each(decisions)
         pending = [self._dispatch(d) for d in decisions]
         applied = []
         for decision, sent in zip(decisions, pending):
             result = sent if isinstance(sent, ControlResult) else self._replies.wait(sent)
             if result.ok and isinstance(decision, (Fuse, Unfuse)):
                 self._chains.regrouped(target_process(decision, self.assignment), decision)
+            elif isinstance(decision, SetReplicas):
+                self._replicas.settle(decision, result.ok)
             applied.append(Applied(decision, at, result.ok, result.why, result.pause_ms))
         self.timeline.extend(applied)
         return applied

@@ -39,6 +39,9 @@ class SetReplicas:
     operator: str
     count: int
     reason: str = ""
+    replicas: tuple[int, ...] | None = None
+    """Which replicas (indexes) take work; None: the first ``count``, or the run's choice
+    (:mod:`elastream.processes.replica_choice`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,7 +201,9 @@ class RingWaiting:
 
     def _seen(self, got: Any) -> Any:
         """Data arrived: note when it was published (the predictor learns it at the next wait); return ``got``."""
-        self._seen_ns = self._q[_W_LAST_PUBLISH_NS]
+        with self._consumer_lock:                     # not once close() has unmapped the segment
+            if not self._closed:
+                self._seen_ns = self._q[_W_LAST_PUBLISH_NS]
         return got
 
     def _settle_last_wait(self) -> None:
@@ -229,15 +231,22 @@ class RingWaiting:
         True: data was there before sleeping; None: a producer's wake-up ended
         the sleep (or it cannot tell: the futex); False: the time ran out.
         """
-        q = self._q
-        self._atomic.store(_W_DATA_WAITERS * 8, 1)    # announce (a full barrier) ...
-        seq = q[_W_DATA_SEQ]
-        if self._readable():                          # ... then re-check: no lost wake-up
-            return True
-        pipe = self._wake_pipe
-        if pipe is not None and not q[_W_WAKE_BROKEN]:
+        # close() unmaps holding the consumer lock, after waking this sleep: a reader it woke that came back
+        # here unlocked could announce into the unmapped segment (a crash under the ring tests, seen once).
+        with self._consumer_lock:
+            if self._closed:
+                return None                           # look again: the caller finds the ring closed
+            q = self._q
+            self._atomic.store(_W_DATA_WAITERS * 8, 1)    # announce (a full barrier) ...
+            seq = q[_W_DATA_SEQ]
+            pipe = self._wake_pipe
+            on_pipe = pipe is not None and not q[_W_WAKE_BROKEN]
+            address = None if on_pipe else self._atomic.address(_W_DATA_SEQ * 8)
+        if self._readable():                          # ... then re-check: no lost wake-up (unlocked, as it may
+            return True                               # take the lock to skip a stalled writer's record)
+        if on_pipe:
             return None if pipe.wait(seconds) else False
-        _FUTEX.wait(self._atomic.address(_W_DATA_SEQ * 8), seq, seconds)
+        _FUTEX.wait(address, seq, seconds)
         return None
 
     def _hybrid_poll(self, plan: tuple[float, float], deadline: float | None, predicate: Any,

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from functools import cached_property
 from multiprocessing.connection import wait as wait_ready
 from time import perf_counter
@@ -56,7 +55,7 @@ from elastream.processes.spawn import create_rings, spawn_workers
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
-from elastream.processes.part_reports import not_reported, remote_error
+from elastream.processes.part_reports import listing_every_operator, remote_error
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
 from elastream.processes.replica_choice import ActiveReplicas
@@ -482,12 +481,7 @@ class ProcessRunHandle:
         """
         merged = merge_stats(self.part_stats(), perf_counter() - self._started,
                              self.config.threads * self.processes, self._listed, self._proxy_targets)
-        if len(merged.operators) == len(self._listed):
-            return merged  # every part has reported
-        zero = self._unreported  # the same each time: built once (a held worker never started never reports)
-        operators = {name: merged.operators.get(name) or zero.get(name) or zero.setdefault(name, not_reported(name, op))
-                     for name, op in self._listed.items()}
-        return replace(merged, operators=operators)
+        return listing_every_operator(merged, self._listed, self._unreported)
 
     def part_stats(self) -> list[FlowStats | None]:
         """The latest statistics of each part, by process index (None: not reported yet)."""

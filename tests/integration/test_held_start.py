@@ -3,7 +3,8 @@
 A plain ``Runner()`` holds a worker process per further core, but starts it only when the
 run outlives ``HELD_START_S`` or a decision adds a replica: a short flow ends without ever
 starting one (part 0's receivers end on the streams closed in the workers' name), a longer
-one has them up before DS2's first decision, and a decision starts them at once.
+one has them up before DS2's first decision, and a decision starts them at once. The fork helper
+they start from boots as soon as the run starts.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 import elastream as es
 from elastream.elastic.controller import available_cores
+from elastream.processes import forkserver, stop_fork_server
 from elastream.processes.supervisor import ProcessRunHandle
 from elastream.runtime.decisions import SetReplicas
 
@@ -61,6 +63,23 @@ def test_without_a_decision_the_held_workers_never_start():
         gate.set()
     assert handle.wait(60).outputs["out"] == expected(2_000)
     assert handle.inner.worker_pids[1:] == []
+
+
+def test_the_fork_helper_boots_while_the_held_workers_wait():
+    # Its first start is ~0.35 s of imports: a decision that had to wait for it held the stream that long.
+    stop_fork_server()
+    gate = threading.Event()
+    handle = es.Runner(elastic=es.Elastic(controller="trend")).start(keyed_flow(gated(2_000, gate, after=100)))
+    try:
+        for _ in range(200):
+            if forkserver.fork_server_running():
+                break
+            threading.Event().wait(0.05)
+        assert forkserver.fork_server_running()
+        assert handle.inner.worker_pids[1:] == [] and handle.inner._held.waiting
+    finally:
+        gate.set()
+    assert handle.wait(60).outputs["out"] == expected(2_000)
 
 
 def test_a_decision_starts_the_held_workers_at_once_and_the_output_stays_sequential():

@@ -47,6 +47,24 @@ def spawn_workers(specs: list[ChildSpec], config: ProcessConfig, owner: Any, int
         into.append(ChildRecord(spec, proc, parent_end))
 
 
+def warm_fork_server(specs: list[ChildSpec], config: ProcessConfig) -> None:
+    """Start the fork helper for workers held ready (``specs``) before any decision needs them.
+
+    Its first start costs about 0.35 s of imports on this VM. A plain ``Runner()`` that started it
+    only when DS2 first asked for a held worker kept the whole stream waiting that long: the moved key
+    groups' state and tuples sat in the ring until the worker attached. A program usually runs one
+    flow, so that first start is the one a user sees. The helper boots on another core while the flow
+    runs; the workers themselves still start only when needed (:mod:`~elastream.processes.held_start`).
+    """
+    if config.start_method != "forkserver" or forkserver.fork_server_running() or not specs:
+        return
+    try:
+        payloads = pickle_specs(specs)
+    except Exception:  # noqa: BLE001 - the workers' own start names what cannot be pickled
+        return
+    forkserver.ensure_fork_server(mp.get_context("forkserver"), payloads)
+
+
 def create_rings(names: Iterable[str], ring_bytes: int) -> list[Any]:
     """One ring segment per name, each expecting one producer; returns the handles (they only unlink)."""
     from elastream.ipc.ring import SharedRing

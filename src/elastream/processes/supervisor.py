@@ -51,7 +51,7 @@ from elastream.processes import forkserver, live_runs
 from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.fused_members import RunChains, listed_operators, part_flows
 from elastream.processes.held_start import HeldWorkers
-from elastream.processes.spawn import create_rings, spawn_workers
+from elastream.processes.spawn import create_rings, spawn_workers, warm_fork_server
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import merge_stats
@@ -208,6 +208,8 @@ class ProcessRunHandle:
             live_runs.forget(self)
 
     def _watch(self) -> None:
+        if self._held is not None:
+            warm_fork_server(self._held.specs, self.config.process)
         live = {c.conn: c for c in self._children}
         sentinels = {c.process.sentinel: c for c in self._children}
         grace = self.config.scheduling.shutdown_grace_s + 2.0

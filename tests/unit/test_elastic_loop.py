@@ -211,3 +211,27 @@ def test_a_hold_that_ended_in_the_period_is_its_pause():
     assert with_holds(None, period) == pytest.approx(12.0)
     assert with_holds(30.0, period) == 30.0
     assert with_holds(None, PeriodStats(start_s=0.0, period_s=0.5)) is None
+
+
+def test_the_first_period_is_the_short_first_look_and_the_rest_are_whole_periods():
+    # A run starts at one process and one thread: deciding at the first whole period left a
+    # bottleneck on one core that long.
+    handle = start_threads(endless_flow(), RunConfig(threads=1))
+    controller = Scripted()
+    try:
+        loop = ElasticLoop(handle, Elastic(period_s=0.3, first_period_s=0.1), [controller], Levels(threads=(1,)))
+        loop.start()
+        deadline = time.monotonic() + 10
+        while len(controller.seen) < 3 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        loop.stop()
+    finally:
+        handle.shutdown()
+    lengths = [period.period_s for period, _ in controller.seen[:3]]
+    assert len(lengths) == 3
+    assert 0.09 <= lengths[0] < 0.2 and all(0.29 <= s < 0.45 for s in lengths[1:])
+
+
+def test_a_first_look_of_no_time_is_refused():
+    with pytest.raises(ValueError, match="first_period_s"):
+        Elastic(first_period_s=0)

@@ -86,10 +86,11 @@ class ElasticLoop:
 
     def _run(self) -> None:
         finished = self.handle.finished
-        period = self.elastic.period_s
+        wait = min(self.elastic.first_period_s, self.elastic.period_s)
         try:
-            while not self._stop.wait(period) and not finished.is_set():
+            while not self._stop.wait(wait) and not finished.is_set():
                 self.step(self.handle.stats())
+                wait = self.elastic.period_s
         except BaseException as error:  # noqa: BLE001 - elasticity failing must not fail the run
             self.error = error
             print(f"elastream: elasticity stopped, the flow runs on at its current levels: "

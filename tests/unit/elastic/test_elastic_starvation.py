@@ -65,6 +65,17 @@ def test_no_starvation_without_a_live_source_waiting_for_saturated_threads(perio
     assert DS2Controller().decide(period, HELD, MACHINE) == []
 
 
+def test_the_threads_are_saturated_over_the_time_they_ran_not_the_whole_first_period():
+    # A run's first look (0.2 s) starts ~30 ms before its one worker does: busy 0.207 s of 0.245 s,
+    # of 0.216 s alive. Against the whole period that is not saturated, and the source never starved.
+    period = one_thread_period(worker_busy=0.43, work_busy=0.41)
+    assert cpu_bottleneck(flow_view(period, HELD)) is None  # 0.86 of the period: not saturated
+    alive = replace(period, workers=(replace(period.workers[0], alive_s=0.45),))
+    view = flow_view(alive, HELD)
+    assert is_starved(view.units["src"], view.period_s)
+    assert [u.name for u in detect_bottlenecks(view)] == ["work"]
+
+
 def test_a_busy_unit_that_holds_the_thread_less_than_half_the_period_is_not_named():
     period = one_thread_period(work_busy=0.2)
     assert flow_view(period, HELD).units["src"].starved_s > 0

@@ -6,7 +6,8 @@ warm fork helper about 50 ms (the program's first start about half a second),
 the parent's GIL while it pickles their parts and a core while they boot,
 which a flow running in one thread feels; and a flow whose units DS2 never
 spreads never needs one. So the held workers start when a decision adds a
-replica (:meth:`HeldWorkers.ask`), and not before.
+replica (:meth:`HeldWorkers.ask`), and not before. The fork helper, whose first start
+is the slow one, boots as the run starts (:func:`~elastream.processes.spawn.warm_fork_server`).
 
 Until then nothing is sent to them: only a decision routes work to a held
 replica, and the rings are there from the start, so what a decision sends

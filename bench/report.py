@@ -1,7 +1,7 @@
 """``elastream bench report``: run the benchmark suite and regenerate the figures in the docs.
 
 Runs ``overhead``, ``topology`` (chain with the GIL held, data-parallel with
-it released), ``latency``, ``processes``, ``ipc``, ``keyed`` and ``tpcxbb``
+it released), ``latency``, ``processes``, ``ipc``, ``keyed``, ``chain`` and ``tpcxbb``
 with the parameters below and writes every raw result to
 ``bench/results/latest.json``. Two blocks between ``<!-- bench:begin -->`` and
 ``<!-- bench:end -->`` are then rewritten from those results: the README's
@@ -24,6 +24,7 @@ from rich.console import Console
 
 from elastream.bench._common import fmt, machine
 from elastream.bench.keyed import paired_from_parts, row_named
+from elastream.bench.overhead import DEFAULT_ROW
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 
@@ -53,6 +54,7 @@ def _suite(quick: bool) -> list[tuple[str, list[str]]]:
             ("ipc", ["--sizes-kb", "10", "40", "320", "--rates", "100", "1000", "3000", "--ring-multiples", "12",
                      "50", "--repeat", "3"]),
             ("keyed", ["--spark", "--bytewax"]),
+            ("chain", ["--tuples", "3000", "30000", "--repeat", "3"]),
             ("tpcxbb", ["--scale", "0.05", "--heuristics", "qst", "lp", "et", "ct", "--workers", "1", "2"])]
 
 
@@ -272,8 +274,19 @@ def _heuristics_md(points: list[dict[str, Any]]) -> str:
     return "\n\nelastream vs worker threads for the ordered-multicore heuristics (Fig. 8 shape):\n\n" + table
 
 
+def _chain_md(r: dict[str, Any]) -> str:
+    rows = [[f"{job['tuples']:,}", x["config"], f"{x['seconds']:.2f}",
+             fmt(x["share_of_2core_ideal"], 3) if x["share_of_2core_ideal"] is not None else "-"]
+            for job in r["jobs"] for x in job["rows"]]
+    table = _md_table(["tuples", "configuration", "median seconds", "share of the 2-core ideal"], rows, left=2)
+    return (f"**Fixed-size chain job** — `{r['command']}`: source → {r['ops']} maps of {r['cost_us']:g} µs "
+            f"of pure Python → Collect, each runner as a user writes it, {r['repeat']} interleaved runs (medians); the "
+            f"2-core ideal is half the plain loop's time. {r['note']}\n\n" + table)
+
+
 _RENDERERS = {"overhead": _overhead_md, "topology": _topology_md, "latency": _latency_md,
-              "processes": _processes_md, "ipc": _ipc_md, "keyed": _keyed_md, "tpcxbb": _tpcxbb_md}
+              "processes": _processes_md, "ipc": _ipc_md, "keyed": _keyed_md, "tpcxbb": _tpcxbb_md,
+              "chain": _chain_md}
 
 
 def _best_by_threads(rows: list[dict[str, Any]]) -> str:
@@ -287,9 +300,16 @@ def _best_by_threads(rows: list[dict[str, Any]]) -> str:
 
 def _overhead_headline(r: dict[str, Any]) -> tuple[str, str]:
     one = r["results"][0]
+    plain = _row_where(r["results"], "threads", DEFAULT_ROW)
+    default = f"; plain `Runner()` {plain['ratio']:.2f}×" if plain else ""
     return ("Engine overhead", f"{r['functions']} identity Maps at {one['threads']} thread: "
             f"{one['ratio']:.2f}× the plain loop's tuples/s ({fmt(one['engine_tuples_per_s'], 0)} vs "
-            f"{fmt(one['plain_loop_tuples_per_s'], 0)})")
+            f"{fmt(one['plain_loop_tuples_per_s'], 0)}){default}")
+
+
+def _row_where(rows: list[dict[str, Any]], key: str, value: Any) -> dict[str, Any] | None:
+    """The first row whose ``key`` is ``value`` (a default runner's row), or None."""
+    return next((x for x in rows if x.get(key) == value), None)
 
 
 def _topology_headline(r: dict[str, Any]) -> tuple[str, str]:
@@ -300,8 +320,10 @@ def _topology_headline(r: dict[str, Any]) -> tuple[str, str]:
 
 def _latency_headline(r: dict[str, Any]) -> tuple[str, str]:
     one = r["results"][0]
+    plain = _row_where(r["results"], "threads", DEFAULT_ROW)
+    default = f"; plain `Runner()` p99 {fmt(plain['p99_ms'], 3)} ms" if plain else ""
     return ("Latency", f"at {r['rate']:,.0f} tuples/s on {one['threads']} thread: p50 {fmt(one['p50_ms'], 3)} ms, "
-            f"p99 {fmt(one['p99_ms'], 3)} ms")
+            f"p99 {fmt(one['p99_ms'], 3)} ms{default}")
 
 
 def _processes_headline(r: dict[str, Any]) -> tuple[str, str]:
@@ -327,11 +349,24 @@ def _keyed_headline(r: dict[str, Any]) -> tuple[str, str]:
     text = f"P=2: {p2['speedup_vs_plain']:.2f}× the plain loop"
     if p2.get("engine_efficiency") is not None:
         text += f" (engine efficiency {p2['engine_efficiency']:.0%})"
+    defaults = [x for x in (row_named(r, "Runner()"), row_named(r, "Runner(processes=2)")) if x is not None]
+    if defaults:
+        text += "; as written, " + ", ".join(f"`{x['config']}` {x['speedup_vs_plain']:.2f}×" for x in defaults)
     for label, prefix in (("Bytewax", "Bytewax"), ("Spark Structured Streaming", "Spark ")):
         other = row_named(r, prefix)
         if other is not None:
             text += f"; {other['seconds'] / p2['seconds']:.2f}× as fast as {label}"
     return ("Keyed running sum", text)
+
+
+def _chain_headline(r: dict[str, Any]) -> tuple[str, str]:
+    parts = []
+    for job in r["jobs"]:
+        shares = [f"`{x['config']}` {x['share_of_2core_ideal']:.2f}" for x in job["rows"]
+                  if x["config"] in ("Runner()", "Runner(processes=2)")]
+        parts.append(f"{job['tuples']:,} tuples: " + ", ".join(shares))
+    return ("Fixed-size chain job", f"{r['ops']} × {r['cost_us']:g} µs, GIL held, share of the 2-core ideal — "
+            + "; ".join(parts))
 
 
 def _tpcxbb_headline(r: dict[str, Any]) -> tuple[str, str]:
@@ -349,7 +384,7 @@ def _table_only(r: dict[str, Any]) -> tuple[str, str]:
 #: One headline per benchmark for the README; a new benchmark adds one here beside its entry in _RENDERERS.
 _HEADLINES = {"overhead": _overhead_headline, "topology": _topology_headline, "latency": _latency_headline,
               "processes": _processes_headline, "ipc": _ipc_headline, "keyed": _keyed_headline,
-              "tpcxbb": _tpcxbb_headline}
+              "tpcxbb": _tpcxbb_headline, "chain": _chain_headline}
 
 
 def update_readme(path: Path, block: str) -> None:

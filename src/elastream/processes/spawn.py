@@ -59,10 +59,9 @@ def warm_fork_server(specs: list[ChildSpec], config: ProcessConfig) -> None:
     if config.start_method != "forkserver" or forkserver.fork_server_running() or not specs:
         return
     try:
-        payloads = pickle_specs(specs)
-    except Exception:  # noqa: BLE001 - the workers' own start names what cannot be pickled
+        forkserver.ensure_fork_server(mp.get_context("forkserver"), pickle_specs(specs))
+    except Exception:  # noqa: BLE001 - only a head start: the workers' own start reports what fails
         return
-    forkserver.ensure_fork_server(mp.get_context("forkserver"), payloads)
 
 
 def create_rings(names: Iterable[str], ring_bytes: int) -> list[Any]:

@@ -24,6 +24,7 @@ from rich.console import Console
 
 from elastream.bench._common import fmt, machine
 from elastream.bench.keyed import paired_from_parts, row_named
+from elastream.bench._keyed_defaults import DEFAULT_RUNNERS
 from elastream.bench.overhead import DEFAULT_ROW
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
@@ -349,7 +350,7 @@ def _keyed_headline(r: dict[str, Any]) -> tuple[str, str]:
     text = f"P=2: {p2['speedup_vs_plain']:.2f}× the plain loop"
     if p2.get("engine_efficiency") is not None:
         text += f" (engine efficiency {p2['engine_efficiency']:.0%})"
-    defaults = [x for x in (row_named(r, "Runner()"), row_named(r, "Runner(processes=2)")) if x is not None]
+    defaults = [x for x in (row_named(r, label) for label in DEFAULT_RUNNERS) if x is not None]
     if defaults:
         text += "; as written, " + ", ".join(f"`{x['config']}` {x['speedup_vs_plain']:.2f}×" for x in defaults)
     for label, prefix in (("Bytewax", "Bytewax"), ("Spark Structured Streaming", "Spark ")):
@@ -363,7 +364,7 @@ def _chain_headline(r: dict[str, Any]) -> tuple[str, str]:
     parts = []
     for job in r["jobs"]:
         shares = [f"`{x['config']}` {x['share_of_2core_ideal']:.2f}" for x in job["rows"]
-                  if x["config"] in ("Runner()", "Runner(processes=2)")]
+                  if x["config"] in DEFAULT_RUNNERS]
         parts.append(f"{job['tuples']:,} tuples: " + ", ".join(shares))
     return ("Fixed-size chain job", f"{r['ops']} × {r['cost_us']:g} µs, GIL held, share of the 2-core ideal — "
             + "; ".join(parts))

@@ -18,7 +18,8 @@ Definitions (the report prints them too):
 * a load phase's *source window* runs from the source's first emission of the phase to its
   first emission of the next phase (the last phase: to its last emission);
 * *steady-state throughput*: the phase's tuples per second after the phase's start plus a
-  skip (the convergence time for an elastic run, at least ``min_skip_s``), counted twice —
+  skip (the convergence time for an elastic run, at least ``min_skip_s``) and, for every phase
+  but the last, before a tail of the same ``min_skip_s`` ahead of the next phase, counted twice —
   as the sink received them (arrivals in the window) and as the source emitted them
   (emissions in the source window) — and the lower of the two. In a steady state they
   agree; a backlog that fills inside the flow during the phase inflates the source's count,
@@ -26,6 +27,11 @@ Definitions (the report prints them too):
   sink that falls behind (a sink sharing its process's one thread with busy replicas)
   holds seconds of finished tuples and releases them during a later, cheaper phase, so
   the sink sees a phase's tuples faster than the flow could ever process them.
+  The tail is the next change of load reaching back: a flow holding work in hand (a replica's
+  window, a piece cut to the old cost) finishes the old phase's last tuples behind the new,
+  dearer ones, so they reach the sink late and the phase's window at the sink ends in a
+  trickle (IBM Fig. 10 with replicated branches: its last 0.8 s at a third of the rate). That
+  time is the change's, like the fill after it, and every configuration loses it alike.
 
 Example::
 
@@ -128,21 +134,23 @@ def source_windows(emissions: dict[int, list[tuple[float, int]]]) -> dict[int, P
     return out
 
 
-def measured_span(begin: float, end: float, skip_s: float) -> tuple[float, float]:
-    """The part of [begin, end] measured after ``skip_s``; its second half when the skip leaves under a fifth."""
-    start = begin + skip_s
-    if end - start < 0.2 * (end - begin):
-        start = begin + 0.5 * (end - begin)
-    return start, end
+def measured_span(begin: float, end: float, skip_s: float, tail_s: float = 0.0) -> tuple[float, float]:
+    """The part of [begin, end] measured: after ``skip_s`` and before the last ``tail_s``; its second half
+    when that leaves under a fifth."""
+    start, stop = begin + skip_s, end - tail_s
+    if stop - start < 0.2 * (end - begin):
+        return begin + 0.5 * (end - begin), end
+    return start, stop
 
 
 def steady_rates(record: PhaseRecord, window: PhaseWindow, skip_s: float,
                  arrivals: dict[int, list[tuple[float, int]]] | None = None,
-                 emissions: dict[int, list[tuple[float, int]]] | None = None) -> SteadyRate:
-    """``window``'s phase after ``skip_s``: tuples/s at the sink, at the source, and the lower of the two."""
+                 emissions: dict[int, list[tuple[float, int]]] | None = None, tail_s: float = 0.0) -> SteadyRate:
+    """``window``'s phase after ``skip_s`` and before its last ``tail_s``: tuples/s at the sink, at the
+    source, and the lower of the two."""
     arrivals = arrivals if arrivals is not None else phase_arrivals(record)
     emissions = emissions if emissions is not None else phase_emissions(record)
-    start, end = measured_span(window.begin, window.end, skip_s)
+    start, end = measured_span(window.begin, window.end, skip_s, tail_s)
     # A batch arriving at t was finished before t: count (start, end].
     sink_n = sum(n for t, n in arrivals.get(window.phase, ()) if start < t <= end)
     sink_span = end - start
@@ -150,7 +158,7 @@ def steady_rates(record: PhaseRecord, window: PhaseWindow, skip_s: float,
     source = source_windows(emissions).get(window.phase)
     if source is None or source.span_s <= 0:
         return SteadyRate(sink_rate, sink_span, sink_rate, None)
-    start, end = measured_span(source.begin, source.end, skip_s)
+    start, end = measured_span(source.begin, source.end, skip_s, tail_s)
     # A batch emitted at t is taken in by the flow after t: count [start, end).
     source_rate = sum(n for t, n in emissions[window.phase] if start <= t < end) / (end - start)
     if source_rate < sink_rate:

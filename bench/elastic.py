@@ -149,12 +149,14 @@ def measure_phases(record: Any, result: Any, ended: float, phase_s: float, elast
         for slot, entries in zip(per_phase, entries_by_phase(result.timeline.entries, windows, run_start)):
             slot.update(convergence(entries))
     rows = []
-    for w, extra in zip(windows, per_phase):
+    for i, (w, extra) in enumerate(zip(windows, per_phase)):
         converge = extra.get("converge_periods")
         skip = max(min_skip, (converge or 0) * period_s) if not elastic or converge is not None else phase_s / 2
-        rate = steady_rates(record, w, skip, arrivals, emissions)
+        tail = min_skip if i + 1 < len(windows) else 0.0  # the next change of load reaching back
+        rate = steady_rates(record, w, skip, arrivals, emissions, tail)
         rows.append({"phase": w.phase, "window_s": w.span_s, "tuples": w.tuples,
-                     "steady_tuples_per_s": rate.tuples_per_s, "steady_window_s": rate.seconds,
+                     "steady_tuples_per_s": rate.tuples_per_s, "steady_window_s": rate.seconds, "tail_s": tail,
+                     "with_tail_tuples_per_s": steady_rates(record, w, skip, arrivals, emissions).tuples_per_s,
                      "sink_tuples_per_s": rate.sink_tuples_per_s, "source_tuples_per_s": rate.source_tuples_per_s,
                      **extra})
     return rows
@@ -195,10 +197,14 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
         elastic = []
         for c in (c for c in configs if c.elastic):
             rate = medians(c.label, "steady_tuples_per_s")
+            with_tail = medians(c.label, "with_tail_tuples_per_s")
+            best_with_tail = medians(best, "with_tail_tuples_per_s") if best else None
             phase_rows = [p for r in good if r["config"] == c.label for p in r["phases"] if p["phase"] == phase]
             elastic.append({
                 "config": c.label, "steady_tuples_per_s": rate,
                 "ratio_to_best_static": rate / static[best] if rate and best else None,
+                # The same ratio with the tail counted (a figure to compare with reports before it was cut).
+                "ratio_with_tail": with_tail / best_with_tail if with_tail and best_with_tail else None,
                 "converge_periods": medians(c.label, "converge_periods"),
                 "converged_runs": sum(p.get("converge_periods") is not None for p in phase_rows),
                 "runs": len(phase_rows),
@@ -273,8 +279,10 @@ def print_report(result: dict[str, Any], console: Console) -> None:
             console.print(f"timeline PNG ({label}): {path}")
     if result.get("timeline"):
         console.print(f"timelines: {result['timeline']}")
-    console.print("steady state: the phase after its convergence (elastic) or its first two periods (static), "
-                  "in tuples/s as the sink received them or as the source emitted them, whichever is lower; "
+    console.print("steady state: the phase after its convergence (elastic) or its first two periods (static) "
+                  "and before its last two (the next change of load reaching back; the JSON's ratio_with_tail "
+                  "counts them), in tuples/s as the sink received them or as the source emitted them, "
+                  "whichever is lower; "
                   "converged: at the phase's most common late level, ≤ 1 change per 10 periods from there on.")
 
 

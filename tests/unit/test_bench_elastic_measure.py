@@ -83,6 +83,41 @@ def test_a_steady_pipeline_measures_the_same_rate_at_both_ends():
         assert rate.tuples_per_s == pytest.approx(rate.sink_tuples_per_s)
 
 
+def _trickling_end_record() -> PhaseRecord:
+    """Phase 0 reaches the sink on time, then its last three batches trickle in behind phase 1's first."""
+    phase0 = [round(0.1 + 0.1 * i, 2) for i in range(7)] + [1.0, 1.3, 1.6]
+    phase1 = [round(1.65 + 0.1 * i, 2) for i in range(10)]
+    emitted = _emissions(0, 100) + _emissions(1, 100)
+    return _record([(e, p, n, a) for (e, p, n), a in zip(emitted, phase0 + phase1)])
+
+
+def test_a_tail_ahead_of_the_next_phase_is_left_out_at_both_ends():
+    record = _trickling_end_record()
+    w0 = phase_windows(record)[0]
+    assert (w0.begin, w0.end) == (0.1, 1.65)
+    whole = steady_rates(record, w0, skip_s=0.15)
+    cut = steady_rates(record, w0, skip_s=0.15, tail_s=0.5)
+    # The sink: arrivals 0.3 … 0.7 and 1.0 in (0.25, 1.15], against 0.3 … 1.6 in (0.25, 1.65].
+    assert cut.sink_tuples_per_s == pytest.approx(600 / 0.9) and whole.sink_tuples_per_s == pytest.approx(800 / 1.4)
+    # The source: emissions 0.25 … 0.45 in [0.2, 0.55): its window (0.05, 1.05) is cut alike.
+    assert cut.source_tuples_per_s == pytest.approx(300 / 0.35)
+    assert cut.tuples_per_s == cut.sink_tuples_per_s > whole.tuples_per_s
+
+
+def test_a_tail_leaving_too_little_measures_the_second_half():
+    w0 = phase_windows(_trickling_end_record())[0]
+    rate = steady_rates(_trickling_end_record(), w0, skip_s=0.6, tail_s=0.8)
+    assert rate.seconds == pytest.approx(1.55 / 2)  # skip and tail leave 0.15 s, under a fifth of 1.55 s
+
+
+def test_measure_phases_cuts_a_tail_from_every_phase_but_the_last():
+    rows = measure_phases(_lagging_sink_record(), None, ended=4.0, phase_s=1.0, elastic=False)
+    assert [r["tail_s"] for r in rows] == [pytest.approx(1 / 3), pytest.approx(1 / 3), 0.0]
+    # Phase 0 at the sink from 0.1 + 1/3: arrivals 0.5 … 2.1 up to 2.21, or 0.5 … 1.7 up to 2.21 - 1/3.
+    assert rows[0]["with_tail_tuples_per_s"] == pytest.approx(600 / (2.21 - 0.1 - 1 / 3))
+    assert rows[0]["steady_tuples_per_s"] == pytest.approx(500 / (2.21 - 1 / 3 - 0.1 - 1 / 3))
+
+
 def test_source_windows_run_from_a_phase_first_emission_to_the_next_one():
     windows = source_windows(phase_emissions(_lagging_sink_record()))
     assert [(w.phase, w.begin, w.end, w.tuples) for w in windows.values()] == [

@@ -7,6 +7,8 @@
 * Without a waiter (or one that cannot be slept on) the probes are re-checked
   with back-off; stopping closes the poller's own pipe.
 * A real ring: its reader's waiter wakes the poller when another process writes.
+* While every worker is busy, the workers look at the probes between activations (rate-limited,
+  never beside the thread) and the thread sleeps until a worker goes idle.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import threading
 import pytest
 
 from elastream.ipc.ring import SharedRing
-from elastream.runtime.poller import WAITER_TIMEOUT_S, ExternalPoller
+from elastream.runtime.poller import INLINE_POLL_S, WAITER_TIMEOUT_S, ExternalPoller
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -186,3 +188,59 @@ def test_a_rings_reader_sleeps_until_another_process_publishes():
     finally:
         ring.close()
         ring.unlink()
+
+
+class BusySched(Sched):
+    """A scheduler whose one worker is busy (``idle_workers`` 0): the poller leaves the probes to it."""
+
+    def __init__(self):
+        super().__init__()
+        self.busy_workers, self.idle_workers = 1, 0
+
+
+def test_while_every_worker_is_busy_the_thread_leaves_the_probes_to_them():
+    sched, flag, probes = BusySched(), [False], [0]
+
+    def probe():
+        probes[0] += 1
+        return flag[0]
+
+    poller = RecordingPoller(sched)
+    poller.inline = True
+    try:
+        poller.register("task", probe, PipeWaiter())
+        poller.wait_for_sleeps(lambda sleeps: ((), WAITER_TIMEOUT_S) in sleeps)  # on its kick pipe alone
+        assert probes[0] == 0 and poller.passive
+        flag[0] = True
+        assert not sched.event.wait(0.05)  # nobody looks but the workers
+        assert poller.take_ready(now=1.0) == ["task"] and sched.woken == []
+        # a worker going idle hands the probes back to the thread
+        flag2 = [False]
+        poller.register("task2", lambda: flag2[0], PipeWaiter())
+        sched.busy_workers, sched.idle_workers = 0, 1
+        poller.worker_idle()
+        flag2[0] = True
+        assert sched.event.wait(10) and sched.woken == ["task2"]
+    finally:
+        poller.stop()
+
+
+def test_a_workers_look_comes_at_most_every_inline_poll_s_and_never_beside_the_threads():
+    sched, probes = BusySched(), [0]
+
+    def probe():
+        probes[0] += 1
+        return False
+
+    poller = RecordingPoller(sched)
+    poller.inline = True
+    try:
+        poller.register("task", probe, PipeWaiter())
+        poller.wait_for_sleeps(lambda sleeps: ((), WAITER_TIMEOUT_S) in sleeps)
+        assert poller.take_ready(now=1.0) == [] and probes[0] == 1
+        assert poller.take_ready(now=1.0 + INLINE_POLL_S / 2) == [] and probes[0] == 1  # too soon
+        assert poller.take_ready(now=1.0 + INLINE_POLL_S / 2, force=True) == [] and probes[0] == 2
+        with poller._probing:  # the thread is running the probes (a ring sender's probe writes)
+            assert poller.take_ready(now=5.0, force=True) == [] and probes[0] == 2
+    finally:
+        poller.stop()

@@ -64,6 +64,7 @@ def _wait_own(sched: Scheduler, worker: Worker, task: Task, now: float) -> None:
         sched.keep_periodic(worker)
         wake = min(wake, sched.next_periodic_due)
     sched.idle_workers += 1
+    sched.poller.worker_idle()
     t0 = sched.now()
     task.waker.wait(max(0.0, wake - t0))  # type: ignore[union-attr]
     worker.idle_s += sched.now() - t0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from elastream.policies.failures import after_failure
@@ -103,6 +103,7 @@ class Scheduler(TimersAndPeriodic):
         #: Called (lock held) when a task completes: a bypassed unit ends its split and merge (runtime.bypass).
         self.on_completed: dict[Task, Callable[[], None]] = {}
         self.poller = ExternalPoller(self)
+        self.poller.inline = self.per_worker is None  # the shared path looks at the probes (_next_locked)
         for t in tasks:
             t.sched = self
             t.now = self.now  # the tasks' batches and deadlines read the run's clock too
@@ -200,6 +201,7 @@ class Scheduler(TimersAndPeriodic):
             now = self.fire_due(self.now())
             if self.arrivals:
                 self._apply_arrivals()
+            self._wake_externals(self.poller.take_ready(now))  # the workers' look while all are busy
             ready = self.ready
             if ready:
                 try:
@@ -219,6 +221,8 @@ class Scheduler(TimersAndPeriodic):
                 if self.backoff is not None:
                     worker.backoff_s = self.backoff[0]
                 return task
+            if self._wake_externals(self.poller.take_ready(now, force=True)):
+                continue
             if not block:
                 return None
             wake = self._timers[0][0] if self._timers else now + 1.0
@@ -232,6 +236,7 @@ class Scheduler(TimersAndPeriodic):
                 self._periodic_keeper = worker
                 wake = min(wake, self._next_periodic)
             self.idle_workers += 1
+            self.poller.worker_idle()
             t0 = self.now()
             self.cond.wait(max(0.0, wake - t0))
             worker.idle_s += self.now() - t0
@@ -327,9 +332,15 @@ class Scheduler(TimersAndPeriodic):
     def wake_external(self, task: Task) -> None:
         """The poller saw ``task``'s external condition hold."""
         with self.lock:
+            self._wake_externals((task,))
+
+    def _wake_externals(self, tasks: Sequence[Task]) -> bool:
+        """Make externally blocked ``tasks`` READY (the poller's or a worker's look); True if any."""
+        for task in tasks:
             if task.external_wait:
                 task.external_wait = False
                 self._make_ready(task)
+        return bool(tasks)
 
     # -- Algorithm 6: markCompleted ----------------------------------------------
     def _mark_completed(self, task: Task) -> None:

@@ -23,8 +23,8 @@ from typing import Any
 from rich.console import Console
 
 from elastream.bench._common import fmt, machine
-from elastream.bench.keyed import paired_from_parts, row_named
 from elastream.bench._keyed_defaults import DEFAULT_RUNNERS
+from elastream.bench.keyed import paired_from_parts, row_named
 from elastream.bench.overhead import DEFAULT_ROW
 
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"

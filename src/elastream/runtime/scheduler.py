@@ -31,6 +31,7 @@ from elastream.runtime.states import OperatorState
 from elastream.runtime.timers import TimersAndPeriodic
 from elastream.runtime.poller import ExternalPoller
 from elastream.runtime.ready import new_ready_set, next_stamp
+from elastream.runtime.reconfigure_hooks import ReconfigurationHooks
 from elastream.runtime.traps import (COMPLETED, LEAVE, PREEMPT, ExternalWait, Failed, Outcome, ReadWait, Sleep,
                                      WaitMode, WriteWait)
 
@@ -48,7 +49,7 @@ SLEEPING = OperatorState.SLEEPING
 DONE = OperatorState.COMPLETED
 
 
-class Scheduler(TimersAndPeriodic):
+class Scheduler(TimersAndPeriodic, ReconfigurationHooks):
     """Operator states and transitions for one running flow."""
 
     def __init__(self, tasks: list[Task], policy: SchedulingPolicy, *, shutdown_grace_s: float = 1.0,
@@ -201,7 +202,9 @@ class Scheduler(TimersAndPeriodic):
             now = self.fire_due(self.now())
             if self.arrivals:
                 self._apply_arrivals()
-            self._wake_externals(self.poller.take_ready(now))  # the workers' look while all are busy
+            woken = self.poller.take_ready(now)  # the workers' look while all are busy (runtime.poller)
+            if woken:
+                self._wake_externals(woken)
             ready = self.ready
             if ready:
                 try:
@@ -474,32 +477,3 @@ class Scheduler(TimersAndPeriodic):
             task.waker.notify()           # its dedicated worker (runtime.dedicated)
         elif self.idle_workers and self.backoff is None:
             self.cond.notify()
-
-    # -- reconfiguration hooks (runtime.refuse; lock held) ------------------------------------------
-    def make_ready_locked(self, task: Task) -> None:
-        """Make ``task`` READY (and eligible unless held); the caller holds the lock."""
-        self._make_ready(task)
-
-    def publisher_ended_locked(self, buf: PortBuffer) -> None:
-        """One publisher of ``buf`` will write no more: the last one closes it (Algorithm 6); lock held."""
-        buf.open_publishers -= 1
-        if buf.open_publishers == 0:
-            buf.closed = True
-            if buf.owner.state is READ_BLOCKED:
-                self._make_ready(buf.owner)
-
-    def park_locked(self, task: Task) -> None:
-        """Leave ``task`` read-blocked on any of its inputs instead of dispatching it (runtime.bypass); lock held."""
-        self.ready.pop(task, None)
-        self._set_blocked(task, READ_BLOCKED)
-        task.read_wait = {buf: 1 for buf in task.inputs}
-        task.read_mode = WaitMode.DISJ
-
-    def complete_locked(self, task: Task) -> None:
-        """Mark ``task`` completed without running it (a bypass replaced by its unit); the caller holds the lock."""
-        self._mark_completed(task)
-
-    def forget_locked(self, task: Task) -> None:
-        """Take ``task`` out of every wait and the ready set (a task being replaced); the caller holds the lock."""
-        self._leave_blocked(task)
-        self.ready.pop(task, None)

@@ -34,7 +34,8 @@ RENAMED = {
     **{name: f"scheduling=es.SchedulingConfig({name}=...)"
        for name in ("stats_period_ms", "shutdown_grace_s")},
     **{name: f"ordering=es.OrderingConfig({name}=...)" for name in ("reorder", "partitioning", "replica_window_ms")},
-    **{name: f"process_options=es.ProcessConfig({name}=...)" for name in ("start_method", "ring_bytes")},
+    **{name: f"process_options=es.ProcessConfig({name}=...)"
+       for name in ("start_method", "ring_bytes", "ring_in_flight_bytes")},
     "gc_threshold": f"the {GC_THRESHOLD_ENV} environment variable (an internal default otherwise)",
 }
 

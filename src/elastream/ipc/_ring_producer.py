@@ -107,6 +107,11 @@ class RingProducer:
         self._configure_fast_write()
         self._wake_consumer(force=True)
 
+    def pending_bytes(self) -> int:
+        """Bytes written (or reserved) and not yet consumed: what the ring holds now, records and padding."""
+        q = self._q
+        return q[_W_WPOS] - q[_W_RPOS]
+
     def try_write_batch(self, payloads: Sequence[Any], target: int = 0, *, producer: int | None = None) -> bool:
         """Append one batch record holding ``payloads`` (Fig. 5c); False if the ring is full.
 

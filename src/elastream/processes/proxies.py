@@ -36,10 +36,12 @@ class RingSender(Operator):
     kind = Kind.COROUTINE  # the engine's own ends of a ring
     urgent = True  # the consuming process may be idle until this runs (runtime.scheduler: Scheduler.urgent)
 
-    def __init__(self, ring_name: str, batch_size: int = 256):
+    def __init__(self, ring_name: str, batch_size: int = 256, in_flight_bytes: int | None = None):
         super().__init__(inputs=1, outputs=0)
         self.ring_name = ring_name
         self.batch_size = batch_size
+        self.in_flight_bytes = in_flight_bytes
+        """Most bytes the ring may hold before a write waits (None: what fits in it)."""
         self.ring: Any = None
         self.codec = PickleCodec()
         self._ended = False
@@ -53,15 +55,18 @@ class RingSender(Operator):
         port = ctx.inputs[0]
         ring = self.ring
         encode = self.codec.encode_batch
+        limit = ring.capacity if self.in_flight_bytes is None else self.in_flight_bytes
+        pending = ring.pending_bytes
         while not ctx.shutdown_requested:
             if await ctx.wait_for_any({port: 1}) is Status.OVER:
                 self._ended = not ctx.shutdown_requested
                 break
             for payload in _fitting_payloads(encode, port.pop_many(self.batch_size), ring.max_record_bytes):
-                if not ring.try_write_batch([payload]):
+                if pending() >= limit or not ring.try_write_batch([payload]):
                     # Back-pressure from the consuming process: park WRITE_BLOCKED; the
                     # poller retries the write itself, so when we resume it is done.
-                    await ctx.wait_external(lambda p=payload: ring.try_write_batch([p]), write=True)
+                    await ctx.wait_external(lambda p=payload: pending() < limit and ring.try_write_batch([p]),
+                                            write=True)
                     if ctx.shutdown_requested:
                         return
 

@@ -184,6 +184,39 @@ def test_replica_per_input_outputs_for_keyed_pieces():
     assert is_one_to_one(es.ops.Map(abs)) and not is_one_to_one(es.ops.Filter(bool))
 
 
+class _Yields:
+    """What a replica's context offers it for giving way: counts the calls (the engine suspends there)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def give_way(self) -> None:
+        self.calls += 1
+
+
+def _result_of(coroutine):
+    """Run a coroutine that never suspends to its result."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return done.value
+    raise AssertionError("the coroutine suspended")
+
+
+def test_a_stateless_replica_gives_way_every_slice_and_hands_the_merge_the_whole_piece():
+    replica = OrderedReplica(es.ops.FlatMap(lambda x: [x] * (x % 3)), 0)
+    piece = (5, 100, None, list(range(100)))
+    first = _result_of(replica.run_piece_giving_way(_Yields(), piece))    # no cost measured yet: one go
+    replica._work = [1_000, 1.0]              # 1 ms a tuple measured: 10 per 10 ms slice, at least MIN_SLICE (16)
+    ctx = _Yields()
+    sliced = _result_of(replica.run_piece_giving_way(ctx, piece))
+    assert ctx.calls == 6                     # 7 slices of up to 16 tuples
+    assert sliced[:7] == first[:7] == (5, 100, None, [x for x in range(100) for _ in range(x % 3)], False, 0, 100)
+    keyed = (6, 4, [0, 3], [1, 2])            # a keyed piece (offsets) comes in slices already: run whole
+    assert _result_of(replica.run_piece_giving_way(ctx, keyed))[:5] == (6, 4, [0, 3], [[1], [2, 2]], True)
+    assert ctx.calls == 6
+
+
 def test_split_routes_a_key_to_one_replica_and_round_robin_whole_batches():
     split = OrderedSplit(2, key=lambda e: e, partitions=4)
     routed = split._route_by_key(0, [0, 1, 2, 3, 4, 5])

@@ -169,9 +169,8 @@ class OrderedReplica(Operator):
         """The first SLICE_S of ``piece``'s work (by this replica's measured cost); the rest waits ahead of the
         port, so that a key group's export is answered within a slice, not a whole piece, of its request.
         Only with nothing ahead already: the slices keep the piece's order."""
-        done, seconds = self._work
         seq, size, offsets, items = piece
-        step = max(MIN_SLICE, int(SLICE_S * done / seconds)) if seconds > 0 else len(items)
+        step = self._slice_step(len(items))
         if len(items) <= step:
             return piece
         if offsets is None:
@@ -191,8 +190,7 @@ class OrderedReplica(Operator):
         their own would be placed there by offset, tuple by tuple.
         """
         seq, size, offsets, items = piece
-        done, seconds = self._work
-        step = max(MIN_SLICE, int(SLICE_S * done / seconds)) if seconds > 0 else len(items)
+        step = self._slice_step(len(items))
         if offsets is not None or len(items) <= step:
             return self.run_piece(piece)
         outputs: list = []
@@ -207,6 +205,11 @@ class OrderedReplica(Operator):
         self._work[0] += len(items)
         self._work[1] += took
         return seq, size, offsets, outputs, nested, self.index, len(items), took
+
+    def _slice_step(self, n: int) -> int:
+        """Tuples in SLICE_S of this replica's measured work (all ``n`` until it has measured any)."""
+        done, seconds = self._work
+        return max(MIN_SLICE, int(SLICE_S * done / seconds)) if seconds > 0 else n
 
     def run_piece(self, piece: tuple) -> tuple:
         """Process one piece from the split; return what the merge expects."""

@@ -235,3 +235,28 @@ def test_the_first_period_is_the_short_first_look_and_the_rest_are_whole_periods
 def test_a_first_look_of_no_time_is_refused():
     with pytest.raises(ValueError, match="first_period_s"):
         Elastic(first_period_s=0)
+
+
+def _spinning_flow():
+    """Runs until shut down, each tuple spinning 1 ms in pure Python (the GIL held)."""
+    def spin(x):
+        end = time.perf_counter() + 1e-3
+        while time.perf_counter() < end:
+            pass
+        return x
+
+    flow = es.Flow("spinning")
+    flow.source(itertools.count()).map(spin).filter(lambda x: False).sink(es.ops.Collect(), name="out")
+    return flow
+
+
+def test_a_thread_joining_beside_workers_that_hold_the_gil_pauses_no_stream():
+    handle = start_threads(_spinning_flow(), RunConfig(threads=2))
+    try:
+        time.sleep(0.1)
+        applied = handle.submit([SetThreads(3), SetThreads(1)])
+        assert [a.ok for a in applied] == [True, True] and handle.threads == 1
+        # The new thread's start waited for the GIL; the workers dispatched on meanwhile.
+        assert [a.pause_ms for a in applied] == [0.0, 0.0]
+    finally:
+        handle.shutdown()

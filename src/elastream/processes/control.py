@@ -83,7 +83,7 @@ def _apply_in_part(handle: Any, decision: Decision) -> ControlResult:
             applied = handle.submit([replace(decision, process=0)])[0]
         except ValueError as error:  # e.g. fewer than one thread
             return ControlResult(0, False, str(error))
-        return ControlResult(0, applied.ok, applied.why)
+        return ControlResult(0, applied.ok, applied.why, pause_ms=applied.pause_ms)
     if isinstance(decision, SetReplicas):
         return set_active_replicas(handle, decision)
     if isinstance(decision, (Fuse, Unfuse)):  # the part's engine regroups its tasks (runtime.refuse)

@@ -120,7 +120,8 @@ def test_a_keyed_piece_goes_at_once_only_with_nothing_queued_ahead_and_room_for_
 @pytest.mark.parametrize("active", [[0], [1], [0, 1]])
 def test_a_calm_stateless_split_is_one_the_full_path_would_not_hold_back(backlogs, active):
     link = SplitMergeLink(2, local=[0])
-    link.done, link.busy_s = [1000, 1000], [0.001, 0.5]  # replica 1 is much slower: windows differ
+    link.finished(0, 1000, 0.001)
+    link.finished(1, 1000, 0.5)                          # replica 1 is much slower: windows differ
     link.sent = [1000 + b for b in backlogs]
     split = OrderedSplit(2, link=link, active=active)
     calm = split._calm()

@@ -558,7 +558,8 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
     from elastream.ordered.rebalance import LOCAL_WINDOW_S, WINDOW_S, SplitMergeLink
 
     link = SplitMergeLink(2, local=[0])
-    link.done, link.busy_s = [1000, 1000], [0.01, 0.01]   # both replicas finish 100,000 tuples/s
+    for r in (0, 1):
+        link.finished(r, 1000, 0.01)                        # both replicas finish 100,000 tuples/s
     assert link.windows() == [int(LOCAL_WINDOW_S * 1e5), int(WINDOW_S * 1e5)]
     flow = es.Flow("placed")
     flow.source(range(10), name="src").key_by(lambda e: e, partitions=4).reduce(lambda a, e: a + e, name="x") \
@@ -566,8 +567,24 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
     rewritten, _ = expand_assignment(flow, {"src": 0, "x": 0, "out": 0, "x#0": 0, "x#1": 1}, 2, {"x": 2})
     link = rewritten[split_name("x")].operator.link
     assert link is rewritten[merge_name("x")].operator.link   # split and merge share process 0, and replica 0
-    link.done, link.busy_s = [1000, 1000], [0.01, 0.01]
+    for r in (0, 1):
+        link.finished(r, 1000, 0.01)
     assert link.windows() == [int(LOCAL_WINDOW_S * 1e5), int(WINDOW_S * 1e5)]
+
+
+
+def test_a_replicas_window_and_the_pieces_follow_what_its_recent_tuples_cost():
+    from elastream.ordered.rebalance import WINDOW_S, SplitMergeLink
+
+    link = SplitMergeLink(1)
+    for _ in range(500):
+        link.finished(0, 1_000, 0.01)          # 5 s at 10 µs a tuple
+    assert link.windows()[0] == pytest.approx(WINDOW_S / 10e-6, rel=0.01)
+    for _ in range(200):
+        link.finished(0, 125, 0.01)            # then 2 s at 80 µs: the mean since the start is still 13 µs
+    assert link.cost_per_tuple() == pytest.approx(80e-6, rel=0.05)
+    assert link.windows()[0] == pytest.approx(WINDOW_S / 80e-6, rel=0.05)
+    assert sum(link.busy_s) / sum(link.done) == pytest.approx(7 / 525_000)   # the totals stay whole
 
 
 # -- the keyed routing loop: C extension and Python agree -------------------------------------------
@@ -661,7 +678,8 @@ def test_a_links_window_setting_scales_the_windows_and_the_pieces():
 
     default, small = SplitMergeLink(2, local=[0]), SplitMergeLink(2, local=[0], window_s=0.05)
     for link in (default, small):
-        link.done, link.busy_s = [1_000, 1_000], [0.02, 0.02]  # 20 µs a tuple
+        for r in (0, 1):
+            link.finished(r, 1_000, 0.02)                     # 20 µs a tuple
     assert default.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 20e-6, rebalance.WINDOW_S / 20e-6], abs=1)
     assert small.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 4 / 20e-6, 0.05 / 20e-6], abs=1)
     sizes = [OrderedSplit(2, key=lambda e: e, partitions=4, link=link)._batch_size(10_000)

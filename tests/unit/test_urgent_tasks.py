@@ -51,7 +51,8 @@ def test_a_ready_urgent_task_is_always_the_next_one_run(policy, seed):
 
 def _link(local_backlog: int, remote_backlog: int) -> SplitMergeLink:
     link = SplitMergeLink(2, local=[0])
-    link.done, link.busy_s = [1_000, 1_000], [1.0, 1.0]            # 1 ms a tuple
+    for r in (0, 1):
+        link.finished(r, 1_000, 1.0)                                # 1 ms a tuple
     link.sent = [1_000 + local_backlog, 1_000 + remote_backlog]
     return link
 

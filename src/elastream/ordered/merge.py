@@ -99,9 +99,7 @@ class OrderedMerge(FunctionOperator):
                 self._control(msg)
                 continue
             if link is not None:
-                r = msg[5]
-                link.done[r] += msg[6]
-                link.busy_s[r] += msg[7]
+                link.finished(msg[5], msg[6], msg[7])
             offsets = msg[2]
             if offsets is None:  # a whole batch
                 self._offer(seq, _flat(msg[3], msg[4]))

@@ -95,6 +95,11 @@ START_S = 0.05
 START_WINDOW = 256
 MIN_WINDOW = 8
 MAX_WINDOW = 1 << 18
+#: Windows and pieces are sized by what a replica's recent tuples cost: its counters since the last halving,
+#: which comes each time they hold RECENT_S of its work (so they span RECENT_S/2-RECENT_S of it). Sized by the
+#: mean since the start, a cost that rose 8x mid-run (IBM Fig. 10's 5 -> 40 us) left the windows at the old
+#: cost's tuples: 40,000-60,000 tuples in flight, 3 s of the new work, for as long as the run had lasted.
+RECENT_S = 0.3
 #: A replica's rate counts only over sampling intervals that it began and ended with at least BUSY of
 #: its window in hand: a replica that ran dry (or was held back) says nothing about its speed.
 BUSY = 0.25
@@ -142,6 +147,8 @@ class SplitMergeLink:
         self.sent = [0] * replicas
         self.done = [0] * replicas
         self.busy_s = [0.0] * replicas
+        self._recent_done = [0] * replicas
+        self._recent_busy_s = [0.0] * replicas
         self.states: dict[int, dict] = {}
         self.returned: dict[int, list[tuple]] = {}
         self.key_order: dict[Any, None] = {}
@@ -150,13 +157,23 @@ class SplitMergeLink:
         self._window_s = [(LOCAL_WINDOW_S if r in local else WINDOW_S) * self.scale for r in range(replicas)]
         self.local = frozenset(local)
 
+    def finished(self, replica: int, tuples: int, busy_s: float) -> None:
+        """``replica`` finished ``tuples`` input tuples in ``busy_s`` of its processing time (the merge,
+        on receiving their outputs)."""
+        self.done[replica] += tuples
+        self.busy_s[replica] += busy_s
+        done, busy = self._recent_done[replica] + tuples, self._recent_busy_s[replica] + busy_s
+        if busy > RECENT_S:
+            done, busy = done // 2, busy / 2
+        self._recent_done[replica], self._recent_busy_s[replica] = done, busy
+
     def backlog(self) -> list[int]:
         """Tuples sent to each replica whose outputs have not reached the merge yet."""
         return [s - d for s, d in zip(self.sent, self.done)]
 
     def cost_per_tuple(self) -> float | None:
-        """Mean measured replica seconds per input tuple (None before any finished)."""
-        done, busy = sum(self.done), sum(self.busy_s)
+        """Measured replica seconds per input tuple, over the replicas' recent work (None before any finished)."""
+        done, busy = sum(self._recent_done), sum(self._recent_busy_s)
         return busy / done if done and busy else None
 
     def windows(self) -> list[int]:
@@ -165,7 +182,7 @@ class SplitMergeLink:
         mean = self.cost_per_tuple()
         start = START_WINDOW if mean is None else _bounded(START_S / mean)
         return [_bounded(window_s * done / busy) if done and busy else start
-                for window_s, done, busy in zip(self._window_s, self.done, self.busy_s)]
+                for window_s, done, busy in zip(self._window_s, self._recent_done, self._recent_busy_s)]
 
     def fill(self) -> list[float]:
         """Each replica's backlog as a fraction of its window (1.0: full, the split waits for it)."""

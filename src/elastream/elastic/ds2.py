@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged, is_starved
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
-from elastream.elastic.packing import fits_after, spread_decisions
+from elastream.elastic.packing import fits_after, lowering_peak, spread_decisions
 from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels, SetReplicas
@@ -197,7 +197,7 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        resized = (grow_decisions(view, sizing, caps, bottlenecks)
+        resized = (lowering_peak(view, sizing, levels, grow_decisions(view, sizing, caps, bottlenecks))
                    or spread_decisions(view, sizing, levels, caps, self.tau))
         shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
         resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])

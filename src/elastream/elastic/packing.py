@@ -102,6 +102,28 @@ def spread_decisions(view: FlowView, sizing: dict, levels: Levels, caps: dict[st
     return [_spread(name, active[name], needs[name], why) for name in sorted(changed)]
 
 
+def lowering_peak(view: FlowView, sizing: dict, levels: Levels, grows: list[SetReplicas]) -> list[SetReplicas]:
+    """Of DS2's ``grows``, with processes held ready, those that lower the busiest process's load by STEP_GAIN,
+    each judged after the ones kept before it (all of them without processes held ready).
+
+    A held unit's new replica runs in a process that already carries other units: on a saturated machine
+    every unit's need is over one instance at the sources' rate, and a replica for the unit left in process
+    0 beside one moved whole to process 1 would only move the peak there (IBM Fig. 10's two branches: the
+    move was undone within two periods)."""
+    if not levels.held:
+        return grows
+    needs = unit_needs(view, sizing)
+    active = {name: levels.active(name) for name in levels.replicas if name in view.units}
+    kept = []
+    for d in grows:
+        before = max(process_loads(view, needs, active, levels.processes))
+        after = {**active, d.operator: d.replicas or tuple(range(d.count))}
+        if max(process_loads(view, needs, after, levels.processes)) <= before - STEP_GAIN:
+            active = after
+            kept.append(d)
+    return kept
+
+
 def best_step(view: FlowView, needs: dict[str, float], active: dict[str, tuple[int, ...]], caps: dict[str, int],
               loads: list[float]) -> tuple[str, tuple[int, ...]] | None:
     """The step that leaves the busiest process least loaded, as (unit, its replicas then), when it gains at

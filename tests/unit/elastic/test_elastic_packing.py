@@ -15,8 +15,8 @@ from elastic_snapshots import op
 
 from elastream.elastic.bottleneck import detect_bottlenecks
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller
-from elastream.elastic.packing import best_step, fits_after, held_loads, process_loads
+from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller, Sizing
+from elastream.elastic.packing import best_step, fits_after, held_loads, lowering_peak, process_loads
 from elastream.elastic.view import FlowView, flow_view
 from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import Levels, SetReplicas
@@ -71,6 +71,18 @@ def test_of_two_branches_that_each_fill_a_core_one_moves_whole_and_the_other_sta
     moved = replace(levels, placed={"b1": (1,)})
     assert moved.working_processes == 2
     assert DS2Controller().decide(two_heavy_branches(0.48), moved, MACHINE) == []  # no step gains: it stays so
+
+
+def test_a_replica_that_would_only_move_the_peak_to_the_other_process_is_not_added():
+    moved = Levels(threads=(1, 1), replicas={"b1": 1, "b2": 1}, held=True, placed={"b1": (1,)})
+    view = flow_view(two_heavy_branches(0.48), moved)
+    sizing = {name: Sizing(name, 50_000.0, 45_000.0, 1.11) for name in ("b1", "b2")}
+    grow = SetReplicas("b2", 2, reason="DS2: a bottleneck")
+    assert lowering_peak(view, sizing, moved, [grow]) == []         # process 1 would carry 1.11 + 0.56
+    alone = replace(moved, placed={}, replicas={"b2": 1})
+    heavy = {"b2": Sizing("b2", 90_000.0, 45_000.0, 2.0)}
+    assert lowering_peak(view, heavy, alone, [grow]) == [grow]      # process 0 alone would carry 2.0
+    assert lowering_peak(view, sizing, replace(moved, held=False), [grow]) == [grow]
 
 
 def test_a_unit_more_than_a_process_can_carry_gets_replicas_instead():

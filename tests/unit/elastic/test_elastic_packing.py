@@ -85,6 +85,17 @@ def test_a_replica_that_would_only_move_the_peak_to_the_other_process_is_not_add
     assert lowering_peak(view, sizing, replace(moved, held=False), [grow]) == [grow]
 
 
+def test_after_a_held_runs_replicas_change_the_sizing_waits_two_periods():
+    ds2 = DS2Controller()
+    moves = ds2.decide(six_branches(), HELD, MACHINE)
+    assert moves
+    moved = replace(HELD, placed={d.operator: d.replicas for d in moves})
+    # The six branches still read as all in process 0 (the period of the change): no decision on that.
+    assert ds2.decide(six_branches(), moved, MACHINE) == []
+    assert ds2.decide(six_branches(), moved, MACHINE) == []
+    assert DS2Controller().decide(six_branches(), HELD, MACHINE) == moves   # a first look waits for nothing
+
+
 def test_a_unit_more_than_a_process_can_carry_gets_replicas_instead():
     view = FlowView(period_s=1.0, units={})
     needs = {"src": 0.05, "big": 1.8}

@@ -81,24 +81,6 @@ def test_a_held_replica_takes_work_once_added_and_the_output_stays_sequential(bu
         assert "x#0" not in result.stats.operators
 
 
-@pytest.mark.parametrize("build, unit", [(keyed_flow, "x"), (chain_flow, "a+b")])
-def test_a_held_unit_moved_whole_to_the_worker_process_runs_there_and_the_output_stays_sequential(build, unit):
-    gate = threading.Event()
-    handle = es.Runner().start(build(gated(N, gate)))
-    try:
-        applied = handle.submit([SetReplicas(unit, 1, replicas=(1,), reason="test")])
-        assert applied[0].ok, applied[0].why
-    finally:
-        gate.set()
-    result = handle.wait(60.0)
-    assert result.outputs["out"] == sequential(build)
-    assert len(handle.inner.worker_pids) == handle.inner.processes  # the move started the held worker
-    raw = handle.inner.stats().operators
-    assert raw[f"{unit}#1"].tuples_in > 0
-    if unit == "a+b":  # stateless: the home replica never ran (a keyed one answers its key groups' export)
-        assert raw[f"{unit}#0"].tuples_in == 0
-
-
 def test_replicas_given_back_hand_their_key_groups_home():
     gate = threading.Event()
     handle = es.Runner().start(keyed_flow(gated(N, gate, after=200)))

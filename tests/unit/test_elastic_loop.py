@@ -12,7 +12,7 @@ import elastream as es
 from elastream.elastic.config import Elastic, elastic_from
 from elastream.elastic.loop import ElasticLoop, Fixed, levels_after
 from elastream.runtime.config import RunConfig
-from elastream.runtime.decisions import Applied, Levels, SetReplicas, SetThreads
+from elastream.runtime.decisions import Applied, Levels, SetThreads
 from elastream.runtime.engine import start_threads
 
 
@@ -58,15 +58,6 @@ def test_levels_after_folds_in_only_what_took_effect():
     levels = Levels(threads=(1, 1))
     applied = [Applied(SetThreads(3, process=1), 0.0, True), Applied(SetThreads(2, process=0), 0.0, False, "no")]
     assert levels_after(levels, applied).threads == (1, 3)
-
-
-def test_levels_after_keeps_which_replicas_a_moved_unit_runs_on():
-    held = Levels(threads=(1, 1), replicas={"b": 1}, held=True)
-    moved = levels_after(held, [Applied(SetReplicas("b", 1, replicas=(1,)), 0.0, True)])
-    assert moved.placed == {"b": (1,)} and moved.active("b") == (1,) and moved.working_processes == 2
-    grown = levels_after(moved, [Applied(SetReplicas("b", 2), 0.0, True)])
-    assert grown.placed == {} and grown.active("b") == (0, 1)
-    assert levels_after(moved, [Applied(SetReplicas("b", 1, replicas=(0,)), 0.0, True)]).placed == {}
 
 
 def test_a_step_applies_the_decisions_and_records_the_period():

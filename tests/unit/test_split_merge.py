@@ -587,26 +587,6 @@ def test_a_replicas_window_and_the_pieces_follow_what_its_recent_tuples_cost():
     assert sum(link.busy_s) / sum(link.done) == pytest.approx(7 / 525_000)   # the totals stay whole
 
 
-
-def _spin_100us(x):
-    end = time.perf_counter() + 100e-6
-    while time.perf_counter() < end:
-        pass
-    return x
-
-
-def test_a_split_before_costly_replicas_lets_its_input_hold_two_pieces_not_two_of_its_largest_batches():
-    from elastream.ordered.split import MAX_CHUNK, PORT_FLOOR
-
-    flow = es.Flow("costly")
-    flow.source(range(3_000), name="src").map(_spin_100us, name="slow").sink(es.ops.Collect(), name="out")
-    result = es.Runner(threads=2, elastic=False, replicas={"slow": 2}).run(flow, timeout=60)
-    assert result.outputs["out"] == list(range(3_000))
-    port = result.stats.operators[split_name("slow")].inputs[0]
-    # Pieces of 40 ms at 100 us a tuple are some 800 tuples: the port holds the floor, not 2 x MAX_CHUNK.
-    assert port.capacity == PORT_FLOOR < 2 * MAX_CHUNK
-
-
 # -- the keyed routing loop: C extension and Python agree -------------------------------------------
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -141,13 +141,3 @@ def _tiny_flow() -> es.Flow:
     flow = es.Flow("tiny")
     flow.source(range(100), name="src").map(lambda x: x, name="inc").sink(es.ops.Collect(), name="out")
     return flow
-
-
-def test_a_unit_moved_whole_to_a_held_process_round_trips_and_counts_that_process():
-    timeline = Timeline()
-    levels = Levels(threads=(1, 1, 1), replicas={"b1": 1, "b2": 1}, held=True, placed={"b2": (2,)})
-    assert levels.active("b2") == (2,) and levels.active("b1") == (0,) and levels.working_processes == 3
-    timeline.record(period(0.0, 100), levels)
-    data = json.loads(json.dumps(timeline.to_json()))
-    assert data["entries"][0]["levels"]["placed"] == {"b2": [2]}
-    assert Timeline.from_json(data).entries[0].levels.placed == {"b2": (2,)}

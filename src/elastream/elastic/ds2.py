@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged, is_starved
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
-from elastream.elastic.packing import fits_after, lowering_peak, spread_decisions
+from elastream.elastic.packing import fits_after, spread_decisions
 from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels, SetReplicas
@@ -62,12 +62,6 @@ SHRINK_PERIODS = 3
 #: CPU per small tuple; a unit lighter than that would only get slower (the 12 identity maps of
 #: ``bench overhead`` cost about 1 µs per tuple in all, the keyed benchmark's function 20 µs).
 MIN_REMOTE_COST_S = 5e-6
-
-#: With processes held ready, the sizing waits this many periods after its units' replicas changed: the
-#: period after a change measures the change — a process starting, the source bursting into the room it
-#: got — not the new layout (C-Stream Fig. 11's branches, just moved, read twice their need and spread again;
-#: DS2 ignores a warm-up after each scaling action too).
-HELD_WARMUP_PERIODS = 2
 
 #: A replica count proposed but not in force yet is not proposed again for this many periods: the run
 #: applies it at its next reconfiguration point, or refused it (the timeline says why), and repeating
@@ -191,8 +185,6 @@ class DS2Controller:
         self._periods = 0
         self._asked: dict[str, tuple[int, int, int]] = {}
         """Unit → (count proposed, its instances then, period of the proposal)."""
-        self._layout: tuple | None = None
-        self._warmup = 0
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
         """Hot key groups newly seen, then replica counts for the units DS2 finds short or over-sized."""
@@ -205,25 +197,11 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        if self._warming_up(levels):
-            return decisions
-        resized = (lowering_peak(view, sizing, levels, grow_decisions(view, sizing, caps, bottlenecks))
+        resized = (grow_decisions(view, sizing, caps, bottlenecks)
                    or spread_decisions(view, sizing, levels, caps, self.tau))
         shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
         resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])
         return decisions + self._not_repeated(resized, view)
-
-    def _warming_up(self, levels: Levels) -> bool:
-        """True for the HELD_WARMUP_PERIODS periods after a held run's replicas changed (the period of the
-        change included)."""
-        layout = (tuple(sorted(levels.replicas.items())), tuple(sorted(levels.placed.items())))
-        if levels.held and self._layout is not None and layout != self._layout:
-            self._warmup = HELD_WARMUP_PERIODS
-        self._layout = layout
-        if self._warmup > 0:
-            self._warmup -= 1
-            return True
-        return False
 
     def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:
         """``resized`` without the proposals made less than REPEAT_PERIODS ago for a unit that has not changed."""

@@ -11,8 +11,7 @@ takes work at first. Every other operator runs in this process, so a light
 load pays no hop between processes, and until a unit first spreads it runs
 *bypassed* (:mod:`elastream.runtime.bypass`): one task from its producer to its
 consumer, as a one-process run would, its split and merge idle. When DS2 finds a unit short of capacity it asks for more replicas
-(``SetReplicas``), or moves the unit whole to a held process (``SetReplicas(unit, 1, replicas=(1,))``:
-:mod:`elastream.elastic.packing`), and the unit's split routes batches, or moves key groups
+(``SetReplicas``) and the unit's split routes batches, or moves key groups
 with their state, to the held ones; when the load falls it hands them back.
 
 Processes are held only when they can be started safely and usefully:

@@ -136,9 +136,7 @@ class ElasticLoop:
                 return False
             return True
         if isinstance(decision, SetReplicas):
-            if decision.count != self.levels.replicas.get(decision.operator):
-                return True
-            return decision.replicas is not None and tuple(decision.replicas) != self.levels.active(decision.operator)
+            return decision.count != self.levels.replicas.get(decision.operator)
         return True
 
     def _say_once(self, line: str) -> None:
@@ -203,17 +201,12 @@ def levels_after(levels: Levels, applied: Sequence[Applied]) -> Levels:
     """``levels`` with the decisions that took effect folded in."""
     threads = list(levels.threads)
     replicas = dict(levels.replicas)
-    placed = dict(levels.placed)
     fused = list(levels.fused)
     for a in applied:
         if a.ok and isinstance(a.decision, SetThreads) and a.decision.process < len(threads):
             threads[a.decision.process] = a.decision.threads
         elif a.ok and isinstance(a.decision, SetReplicas) and a.decision.operator in replicas:
             replicas[a.decision.operator] = a.decision.count
-            placed.pop(a.decision.operator, None)
-            chosen = a.decision.replicas
-            if chosen is not None and tuple(chosen) != tuple(range(a.decision.count)):
-                placed[a.decision.operator] = tuple(chosen)
         elif a.ok and isinstance(a.decision, (Fuse, Unfuse)):
             fused = list(fused_after(fused, a.decision))
-    return replace(levels, threads=tuple(threads), replicas=replicas, fused=tuple(fused), placed=placed)
+    return replace(levels, threads=tuple(threads), replicas=replicas, fused=tuple(fused))

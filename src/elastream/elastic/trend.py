@@ -220,8 +220,7 @@ class TrendController:
     # -- helpers -------------------------------------------------------------------------------------
     def _note_context(self, levels: Levels) -> str:
         """Untrust every record when the rest of the levels changed (processes, replicas, fusion): a new curve."""
-        context = (levels.processes, tuple(sorted(levels.replicas.items())), tuple(sorted(levels.placed.items())),
-                   levels.fused)
+        context = (levels.processes, tuple(sorted(levels.replicas.items())), levels.fused)
         previous, self._context = self._context, context
         if previous is None or previous == context:
             return ""

@@ -50,11 +50,6 @@ DEFAULT_CHUNK = 256
 #: 0.166 s of the processes' own work per ``bench keyed`` run against 0.213 s with 0.02 s pieces.
 PIECE_S = 0.04
 MIN_CHUNK, MAX_CHUNK = 16, 4096
-#: With a link, the split's input port holds two of its batches, at least PORT_FLOOR tuples (the runner's
-#: default ``max_queue_size``) and at most what the run gave it (two of its largest batches): sized for
-#: the largest batches, the port of a replicated 120 us unit held 8,192 tuples, a second of its work, in
-#: front of the replicas' own windows.
-PORT_FLOOR = 2048
 #: Smallest piece once the input has ended (:meth:`OrderedSplit._batch_size`): the last pieces decide how far
 #: apart the replicas run dry, and a few more of them cost less than a replica idle for a 16-tuple piece
 #: (the 12 x 100 us chain on two processes, 3,000 tuples: 0.949 of the 2-core ideal against 0.942 with
@@ -167,7 +162,6 @@ class OrderedSplit(SplitBalancing, Operator):
         spec = {port: 1}
         route = self._route_stateless if self.key is None else self._route_by_key
         queued = self._queues is not None
-        largest = port.capacity
         seq = 0
         while await ctx.wait_for_any(spec) is Status.DONE:
             if self.link is not None and not self._calm():
@@ -176,10 +170,7 @@ class OrderedSplit(SplitBalancing, Operator):
             self._ending = port.closed
             # Fewer tuples than the smallest batch in hand (a light load): take them all, sizing costs nothing.
             light = available <= MIN_CHUNK and not self._ending
-            size = self.chunk or (available if light else self._batch_size(available))
-            if self.link is not None and not light:
-                port.limit(min(largest, max(PORT_FLOOR, 2 * size)))
-            items = port.pop_many(size)
+            items = port.pop_many(self.chunk or (available if light else self._batch_size(available)))
             for r, piece in route(seq, items):
                 if queued and not self._sendable(r):
                     self._enqueue(r, piece, len(piece[3]))

@@ -82,21 +82,6 @@ class InputPort:
         return self._buf.count
 
     @property
-    def capacity(self) -> int:
-        """The most tuples producers may queue at this port."""
-        return self._buf.capacity
-
-    def limit(self, capacity: int) -> None:
-        """Let producers queue at most ``capacity`` tuples here from now on (what is queued stays). For the
-        engine's own operators: an ordered split holds about two of its pieces, so what its replicas have
-        in flight stays bounded in seconds when their cost rises."""
-        buf = self._buf
-        grew = capacity > buf.capacity
-        buf.capacity = max(1, capacity)
-        if grew and buf.write_waiters:
-            self._task.sched.port_read(buf)
-
-    @property
     def received(self) -> int:
         """Tuples that have arrived at this port so far (a counter: what came in since a look)."""
         return self._buf.writes

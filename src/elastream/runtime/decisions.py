@@ -43,11 +43,6 @@ class SetReplicas:
     """Which replicas (indexes) take work; None: the first ``count``, or the run's choice
     (:mod:`elastream.processes.replica_choice`)."""
 
-    @property
-    def leaves_home(self) -> bool:
-        """True when a replica other than replica 0 (the unit's home) takes work after it."""
-        return self.count > 1 or (self.replicas is not None and any(r != 0 for r in self.replicas))
-
 
 @dataclass(frozen=True, slots=True)
 class MoveKeyGroups:
@@ -145,20 +140,13 @@ class Levels:
     first operator's name); ``fused`` the chains running as one task, each as its
     operators' names in flow order; ``held`` True when the processes beyond those the
     replicas use are held ready (``Runner()``: replica ``r`` of each unit runs in process ``r``,
-    everything else in process 0); ``placed`` the replicas taking work of each unit whose
-    replicas taking work are not its first ``replicas[unit]`` (a held unit moved whole to
-    another process: ``{"b2": (1,)}``).
+    everything else in process 0).
     """
 
     threads: tuple[int, ...] = (1,)
     replicas: dict[str, int] = field(default_factory=dict)
     fused: tuple[tuple[str, ...], ...] = ()
     held: bool = False
-    placed: dict[str, tuple[int, ...]] = field(default_factory=dict)
-
-    def active(self, unit: str) -> tuple[int, ...]:
-        """The replicas of ``unit`` taking work (replica ``r`` runs in process ``r`` with processes held ready)."""
-        return self.placed.get(unit) or tuple(range(self.replicas.get(unit, 1)))
 
     @property
     def processes(self) -> int:
@@ -170,11 +158,10 @@ class Levels:
         """Processes taking work: all of them, or with processes held ready those the replicas use."""
         if not self.held:
             return self.processes
-        return max([1, *self.replicas.values(), *(max(active) + 1 for active in self.placed.values())])
+        return max([1, *self.replicas.values()])
 
     def to_json(self) -> dict:
         """A JSON-ready dict (for the timeline and monitoring)."""
         return {"threads": list(self.threads), "processes": self.working_processes,
                 "held_processes": self.processes - self.working_processes, "replicas": dict(self.replicas),
-                "fused": [list(chain) for chain in self.fused],
-                **({"placed": {unit: list(active) for unit, active in self.placed.items()}} if self.placed else {})}
+                "fused": [list(chain) for chain in self.fused]}

@@ -15,8 +15,8 @@ from elastic_snapshots import op
 
 from elastream.elastic.bottleneck import detect_bottlenecks
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller, Sizing
-from elastream.elastic.packing import best_step, fits_after, held_loads, lowering_peak, process_loads
+from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller
+from elastream.elastic.packing import fits_after, held_loads, process_loads
 from elastream.elastic.view import FlowView, flow_view
 from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import Levels, SetReplicas
@@ -44,63 +44,11 @@ def test_no_single_unit_is_short_but_process_0_is_full():
     assert detect_bottlenecks(view) == []  # no congested port, no unit busy half the period
 
 
-def test_half_the_branches_move_whole_to_the_held_process_in_one_step():
+def test_the_branches_spread_over_the_held_process_in_one_step():
     decisions = DS2Controller().decide(six_branches(), HELD, MACHINE)
-    # Each branch needs a third of a core: three fit whole in process 1, as a static plan places them.
-    assert [(d.operator, d.count, d.replicas) for d in decisions] == [(b, 1, (1,)) for b in BRANCHES[:3]]
-    assert "process 0 would be busy" in decisions[0].reason and "runs whole in process 1" in decisions[0].reason
-
-
-def two_heavy_branches(need: float) -> PeriodStats:
-    """src → two branches, each busy ``need`` of the period's one thread at the sources' rate → sink, with
-    the source starved (IBM Fig. 10's two branches of three 5 µs operators)."""
-    n = 10_000
-    ops = {"src": op("src", "source", n=n, busy=0.01, sent={"b1": n // 2, "b2": n // 2})}
-    for b in ("b1", "b2"):
-        ops[b] = op(b, n=n // 2, busy=0.24, sent={"sink": n // 2})
-    ops["sink"] = op("sink", "sink", n=n, out=0, busy=0.005)
-    worker = WorkerPeriod(index=0, busy_s=0.5, cpu_s=0.5, utilisation=1.0)
-    return PeriodStats(start_s=0.0, period_s=0.5, operators=ops, workers=(worker,))
-
-
-def test_of_two_branches_that_each_fill_a_core_one_moves_whole_and_the_other_stays():
-    levels = Levels(threads=(1, 1), replicas={"b1": 1, "b2": 1}, held=True)
-    decisions = DS2Controller().decide(two_heavy_branches(0.48), levels, MACHINE)
-    # Replicating either over both processes would leave one busier than the two whole branches do.
-    assert [(d.operator, d.count, d.replicas) for d in decisions] == [("b1", 1, (1,))]
-    moved = replace(levels, placed={"b1": (1,)})
-    assert moved.working_processes == 2
-    assert DS2Controller().decide(two_heavy_branches(0.48), moved, MACHINE) == []  # no step gains: it stays so
-
-
-def test_a_replica_that_would_only_move_the_peak_to_the_other_process_is_not_added():
-    moved = Levels(threads=(1, 1), replicas={"b1": 1, "b2": 1}, held=True, placed={"b1": (1,)})
-    view = flow_view(two_heavy_branches(0.48), moved)
-    sizing = {name: Sizing(name, 50_000.0, 45_000.0, 1.11) for name in ("b1", "b2")}
-    grow = SetReplicas("b2", 2, reason="DS2: a bottleneck")
-    assert lowering_peak(view, sizing, moved, [grow]) == []         # process 1 would carry 1.11 + 0.56
-    alone = replace(moved, placed={}, replicas={"b2": 1})
-    heavy = {"b2": Sizing("b2", 90_000.0, 45_000.0, 2.0)}
-    assert lowering_peak(view, heavy, alone, [grow]) == [grow]      # process 0 alone would carry 2.0
-    assert lowering_peak(view, sizing, replace(moved, held=False), [grow]) == [grow]
-
-
-def test_after_a_held_runs_replicas_change_the_sizing_waits_two_periods():
-    ds2 = DS2Controller()
-    moves = ds2.decide(six_branches(), HELD, MACHINE)
-    assert moves
-    moved = replace(HELD, placed={d.operator: d.replicas for d in moves})
-    # The six branches still read as all in process 0 (the period of the change): no decision on that.
-    assert ds2.decide(six_branches(), moved, MACHINE) == []
-    assert ds2.decide(six_branches(), moved, MACHINE) == []
-    assert DS2Controller().decide(six_branches(), HELD, MACHINE) == moves   # a first look waits for nothing
-
-
-def test_a_unit_more_than_a_process_can_carry_gets_replicas_instead():
-    view = FlowView(period_s=1.0, units={})
-    needs = {"src": 0.05, "big": 1.8}
-    step = best_step(view, needs, {"big": (0,)}, {"big": 2}, process_loads(view, needs, {"big": (0,)}, 2))
-    assert step == ("big", (0, 1))   # moved whole, process 1 would carry 1.8; replicated, each about 0.9
+    assert all(isinstance(d, SetReplicas) and d.count == 2 for d in decisions)
+    assert len(decisions) >= 5  # process 0 keeps the source, the union and the sink besides its share
+    assert "process 0 would be busy" in decisions[0].reason
 
 
 @pytest.mark.parametrize("period, levels", [
@@ -133,11 +81,8 @@ def test_held_loads_put_replica_r_in_process_r():
 def test_loads_split_each_units_need_over_its_replicas_processes():
     view = FlowView(period_s=1.0, units={})
     needs = {"src": 0.02, **{b: 0.3 for b in BRANCHES}}
-    assert process_loads(view, needs, {b: (0, 1) for b in BRANCHES}, 2) == pytest.approx([0.92, 0.9])
-    assert process_loads(view, needs, {"b1": (0,), **{b: (0, 1) for b in BRANCHES[1:]}}, 2) == pytest.approx(
-        [1.07, 0.75])
-    assert process_loads(view, needs, {"b1": (1,), **{b: (0,) for b in BRANCHES[1:]}}, 2) == pytest.approx(
-        [1.52, 0.3])
+    assert process_loads(view, needs, {b: 2 for b in BRANCHES}, 2) == pytest.approx([0.92, 0.9])
+    assert process_loads(view, needs, {"b1": 1, **{b: 2 for b in BRANCHES[1:]}}, 2) == pytest.approx([1.07, 0.75])
 
 
 def test_a_replica_goes_back_only_when_its_process_can_take_its_work():

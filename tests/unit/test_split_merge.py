@@ -572,7 +572,6 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
     assert link.windows() == [int(LOCAL_WINDOW_S * 1e5), int(WINDOW_S * 1e5)]
 
 
-
 def test_a_replicas_window_and_the_pieces_follow_what_its_recent_tuples_cost():
     from elastream.ordered.rebalance import WINDOW_S, SplitMergeLink
 

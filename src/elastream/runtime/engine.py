@@ -138,7 +138,7 @@ class ThreadRunHandle:
             ok = active == decision.threads
             # No stream waits for a thread to join or leave: the workers keep dispatching meanwhile (the pool's
             # lock is not on their path). Only the control thread waits, for a new thread's start, which needs
-            # the GIL: 5-50 ms beside workers running pure Python, and no pause of the flow's.
+            # the GIL: tens of ms beside workers running pure Python, and no pause of the flow's.
             return Applied(decision, at, ok, "" if ok else f"the pool runs {active} threads", pause_ms=0.0)
         if isinstance(decision, (Fuse, Unfuse)):
             if not getattr(self.policy, "fuses", True):  # a Haren policy schedules every operator on its own

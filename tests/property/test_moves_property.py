@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import elastream as es
-from elastream.ordered.rebalance import SplitMergeLink
+from elastream.ordered.link import SplitMergeLink
 from elastream.ordered.split_merge import OrderedMerge, OrderedReplica, OrderedSplit
 
 pytestmark = pytest.mark.timeout(120)

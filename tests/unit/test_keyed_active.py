@@ -15,7 +15,7 @@ import elastream as es
 from elastream.ordered.active_moves import handover_moves, joining_moves
 from elastream.ordered.rebalance import choose_moves
 from elastream.ordered.split import OrderedSplit
-from elastream.ordered.rebalance import SplitMergeLink
+from elastream.ordered.link import SplitMergeLink
 from elastream.processes.replicate import replica_name, replicate_flow, split_name
 from flow_deadline import run_with_deadline
 from test_split_merge import SwitchReplicas

@@ -16,7 +16,8 @@ import itertools
 import pytest
 
 import elastream as es
-from elastream.ordered.rebalance import MIN_WINDOW, Move, SplitMergeLink
+from elastream.ordered.link import MIN_WINDOW, SplitMergeLink
+from elastream.ordered.rebalance import Move
 from elastream.ordered.replicate import merge_name, replica_name, replicate_flow, split_name
 from elastream.ordered.split import OrderedSplit
 from elastream.ordered.wire import IMPORT_SEQ

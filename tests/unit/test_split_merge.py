@@ -371,7 +371,8 @@ def test_partitions_move_with_their_state_away_from_a_slow_replica():
 
 
 def test_a_move_takes_its_partitions_queued_tuples_along_and_exports_ahead_of_the_queue():
-    from elastream.ordered.rebalance import Move, SplitMergeLink
+    from elastream.ordered.link import SplitMergeLink
+    from elastream.ordered.rebalance import Move
     from elastream.ordered.split_merge import EXPORT_SEQ, IMPORT_SEQ
 
     split = OrderedSplit(2, key=lambda e: e, partitions=4, link=SplitMergeLink(2))
@@ -404,7 +405,7 @@ def test_a_keyed_split_keeps_feeding_the_others_while_one_replica_queue_is_full(
 def _ending_split(rates, backlog, queues):
     """A keyed split of 2 replicas over 4 partitions (key k → partition k % 4 → replica k % 2) whose input
     has ended, with measured ``rates``, ``backlog`` tuples sent per replica and ``queues`` of keys."""
-    from elastream.ordered.rebalance import SplitMergeLink
+    from elastream.ordered.link import SplitMergeLink
 
     split = OrderedSplit(2, key=lambda e: e, partitions=4, link=SplitMergeLink(2))
     split._meter.rates = list(rates)
@@ -508,7 +509,7 @@ def _finish(coro) -> None:
 
 
 def test_keyed_split_holds_back_only_the_pieces_of_a_replica_whose_backlog_is_full():
-    from elastream.ordered.rebalance import START_WINDOW, SplitMergeLink
+    from elastream.ordered.link import START_WINDOW, SplitMergeLink
     from elastream.ordered.split_merge import EXPORT_SEQ
 
     link = SplitMergeLink(2)
@@ -555,7 +556,7 @@ def test_a_linked_split_buffers_two_whole_batches_and_the_merge_a_whole_release_
 
 
 def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
-    from elastream.ordered.rebalance import LOCAL_WINDOW_S, WINDOW_S, SplitMergeLink
+    from elastream.ordered.link import LOCAL_WINDOW_S, WINDOW_S, SplitMergeLink
 
     link = SplitMergeLink(2, local=[0])
     for r in (0, 1):
@@ -573,7 +574,7 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
 
 
 def test_a_replicas_window_and_the_pieces_follow_what_its_recent_tuples_cost():
-    from elastream.ordered.rebalance import WINDOW_S, SplitMergeLink
+    from elastream.ordered.link import WINDOW_S, SplitMergeLink
 
     link = SplitMergeLink(1)
     for _ in range(500):
@@ -672,15 +673,15 @@ def test_pieces_carry_their_offsets_as_int_arrays_across_processes():
 
 
 def test_a_links_window_setting_scales_the_windows_and_the_pieces():
-    from elastream.ordered import rebalance
-    from elastream.ordered.rebalance import SplitMergeLink
+    from elastream.ordered import link as link_module
+    from elastream.ordered.link import SplitMergeLink
 
     default, small = SplitMergeLink(2, local=[0]), SplitMergeLink(2, local=[0], window_s=0.05)
     for link in (default, small):
         for r in (0, 1):
             link.finished(r, 1_000, 0.02)                     # 20 µs a tuple
-    assert default.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 20e-6, rebalance.WINDOW_S / 20e-6], abs=1)
-    assert small.windows() == pytest.approx([rebalance.LOCAL_WINDOW_S / 4 / 20e-6, 0.05 / 20e-6], abs=1)
+    assert default.windows() == pytest.approx([link_module.LOCAL_WINDOW_S / 20e-6, link_module.WINDOW_S / 20e-6], abs=1)
+    assert small.windows() == pytest.approx([link_module.LOCAL_WINDOW_S / 4 / 20e-6, 0.05 / 20e-6], abs=1)
     sizes = [OrderedSplit(2, key=lambda e: e, partitions=4, link=link)._batch_size(10_000)
              for link in (default, small)]
     assert sizes[1] == pytest.approx(sizes[0] / 4, abs=1)

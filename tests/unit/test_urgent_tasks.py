@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 import elastream as es
-from elastream.ordered.rebalance import SplitMergeLink
+from elastream.ordered.link import SplitMergeLink
 from elastream.ordered.split import END_CHUNK, OrderedSplit
 from elastream.processes.proxies import RingSender
 from elastream.runtime.harness import SchedulerHarness

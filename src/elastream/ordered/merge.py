@@ -11,7 +11,7 @@ never waits for a particular replica, only for the next serial. Messages are
 those of :mod:`elastream.ordered.wire`.
 
 Threading: one worker at a time runs the merge (it owns its reorder buffer);
-with a :class:`~elastream.ordered.rebalance.SplitMergeLink` it writes the
+with a :class:`~elastream.ordered.link.SplitMergeLink` it writes the
 link's ``done`` / ``busy_s`` counters, ``states`` and ``returned`` (single writer each).
 """
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from elastream.operators.base import FunctionOperator, Kind
-from elastream.ordered.rebalance import SplitMergeLink
+from elastream.ordered.link import SplitMergeLink
 from elastream.ordered.reorder import REORDER_SCHEMES, ReorderStats, make_reorder_buffer
 from elastream.ordered.routing import place
 from elastream.ordered.wire import END_SEQ, STATE_SEQ

@@ -29,7 +29,7 @@ from elastream.graph.flow import Flow
 from elastream.operators.base import Operator
 from elastream.operators.spec import Kind, OperatorSpec, max_parallelism
 from elastream.ordered.merge import DEFAULT_REORDER_CAPACITY, OrderedMerge
-from elastream.ordered.rebalance import SplitMergeLink
+from elastream.ordered.link import SplitMergeLink
 from elastream.ordered.replica import OrderedReplica, replicable_kind
 from elastream.ordered.split import OrderedSplit
 
@@ -120,12 +120,12 @@ def replicate_flow(flow: Flow, replicas: Mapping[str, int], *, chunk: int | None
     of ``X`` leave ``X#merge``. ``chunk`` fixes the split's batch size (default:
     about :data:`~elastream.ordered.split.PIECE_S` of replica work per piece once measured, else
     :data:`~elastream.ordered.split.DEFAULT_CHUNK`). The split and merge of the operators in
-    ``linked`` (default: all) share a :class:`~elastream.ordered.rebalance.SplitMergeLink`
+    ``linked`` (default: all) share a :class:`~elastream.ordered.link.SplitMergeLink`
     — only valid when they will run in the same process — which bounds
     backlogs and balances the replicas (moving key groups with their state);
     ``local`` names, per operator, the replicas placed in the split's process
     (the link gives them a shorter backlog: the split refills them at once); ``window_s`` is the
-    work a remote replica may have in hand (see :class:`~elastream.ordered.rebalance.SplitMergeLink`);
+    work a remote replica may have in hand (see :class:`~elastream.ordered.link.SplitMergeLink`);
     ``active`` names, per operator, the replicas that take work from the start (default: all; the
     others are held ready until :meth:`~elastream.ordered.split.OrderedSplit.set_active` adds them).
 

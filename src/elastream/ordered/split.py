@@ -9,7 +9,7 @@ so one key always meets the same replica and its state stays whole. A batch
 cut into pieces carries, per piece, the tuples' offsets in the batch and the
 batch's size (:mod:`elastream.ordered.wire`).
 
-With a :class:`~elastream.ordered.rebalance.SplitMergeLink` to its merge the
+With a :class:`~elastream.ordered.link.SplitMergeLink` to its merge the
 split bounds each replica's backlog, sends stateless batches to the least
 loaded replica and moves key groups, with their state, away from a replica
 that lags (:class:`~elastream.ordered.rebalance.SplitBalancing`). A keyed split
@@ -38,8 +38,8 @@ from time import perf_counter
 from typing import Any
 
 from elastream.operators.base import Kind, Operator, Status
-from elastream.ordered.rebalance import (HOLD, MIN_WINDOW, QUEUE_CAP, RESUME, THROTTLE_S, Move, RateMeter,
-                                         SplitBalancing, SplitMergeLink)
+from elastream.ordered.link import MIN_WINDOW, SplitMergeLink
+from elastream.ordered.rebalance import HOLD, QUEUE_CAP, RESUME, THROTTLE_S, Move, RateMeter, SplitBalancing
 from elastream.ordered.routing import cut_by_key
 
 #: Most tuples the split puts in one batch (one serial number) when it has no link to measure the cost by.

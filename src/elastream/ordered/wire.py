@@ -17,7 +17,7 @@ named by its first field).
   per offset when the operator is one-to-one) unless ``nested``, when
   ``outputs[i]`` is the list of outputs of the input at ``offsets[i]``;
   ``inputs`` and ``busy_s`` feed the split's
-  :class:`~elastream.ordered.rebalance.SplitMergeLink`. Also ``(STATE_SEQ,
+  :class:`~elastream.ordered.link.SplitMergeLink`. Also ``(STATE_SEQ,
   replica, group, state, returned)`` answering an export (``returned``: the
   group's pieces it took back unprocessed, :mod:`elastream.ordered.early_export`), and at end of input
   ``(END_SEQ, replica, outputs, by_key)`` — what the replica's

@@ -574,17 +574,17 @@ def test_a_replica_in_the_splits_process_gets_a_shorter_backlog():
 
 
 def test_a_replicas_window_and_the_pieces_follow_what_its_recent_tuples_cost():
-    from elastream.ordered.link import WINDOW_S, SplitMergeLink
+    from elastream.ordered.link import RECENT_S, WINDOW_S, SplitMergeLink
 
     link = SplitMergeLink(1)
     for _ in range(500):
         link.finished(0, 1_000, 0.01)          # 5 s at 10 µs a tuple
     assert link.windows()[0] == pytest.approx(WINDOW_S / 10e-6, rel=0.01)
-    for _ in range(200):
-        link.finished(0, 125, 0.01)            # then 2 s at 80 µs: the mean since the start is still 13 µs
-    assert link.cost_per_tuple() == pytest.approx(80e-6, rel=0.05)
-    assert link.windows()[0] == pytest.approx(WINDOW_S / 80e-6, rel=0.05)
-    assert sum(link.busy_s) / sum(link.done) == pytest.approx(7 / 525_000)   # the totals stay whole
+    for _ in range(round(RECENT_S / 0.01)):
+        link.finished(0, 125, 0.01)            # then RECENT_S at 80 µs: the mean since the start is 10.4 µs
+    assert link.cost_per_tuple() == pytest.approx(80e-6, rel=0.01)
+    assert link.windows()[0] == pytest.approx(WINDOW_S / 80e-6, rel=0.01)
+    assert sum(link.busy_s) / sum(link.done) == pytest.approx(5.3 / 503_750)   # the totals stay whole
 
 
 # -- the keyed routing loop: C extension and Python agree -------------------------------------------

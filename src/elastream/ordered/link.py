@@ -43,8 +43,9 @@ START_WINDOW = 256
 MIN_WINDOW = 8
 MAX_WINDOW = 1 << 18
 #: Windows and pieces are sized by what a replica's recent tuples cost: the last RECENT_S/2-RECENT_S of its
-#: work (:class:`RecentCost`). Sized by the mean since the start, a cost that rose 8x mid-run (IBM Fig. 10's 5 -> 40 us) left the windows at the old
-#: cost's tuples: 40,000-60,000 tuples in flight, 3 s of the new work, for as long as the run had lasted.
+#: work (:class:`RecentCost`). Sized by the mean since the start, a cost that rose 8x mid-run (IBM Fig. 10's
+#: 5 -> 40 us) left the windows at the old cost's tuples: 40,000-60,000 tuples in flight, 3 s of the new
+#: work, for as long as the run had lasted.
 RECENT_S = 0.3
 
 

@@ -80,6 +80,10 @@ class RecentCost:
     def seconds(self) -> float:
         return self._older[1] + self._newer[1]
 
+    def counts(self) -> tuple[int, float]:
+        """(tuples, seconds) in one read."""
+        return self._older[0] + self._newer[0], self._older[1] + self._newer[1]
+
 
 class SplitMergeLink:
     """What a split and its merge in the same process share.
@@ -127,10 +131,13 @@ class SplitMergeLink:
     def windows(self) -> list[int]:
         """Backlog bound per replica: about :data:`WINDOW_S` (:data:`LOCAL_WINDOW_S` for a replica in the
         split's process) of its measured work, within fixed limits."""
-        mean = self.cost_per_tuple()
-        start = START_WINDOW if mean is None else _bounded(START_S / mean)
-        return [_bounded(window_s * recent.tuples / recent.seconds) if recent.tuples and recent.seconds else start
-                for window_s, recent in zip(self._window_s, self._recent)]
+        counts = [recent.counts() for recent in self._recent]
+        start = 0
+        if not all(done and took for done, took in counts):  # only an unmeasured replica needs the others' mean
+            mean = self.cost_per_tuple()
+            start = START_WINDOW if mean is None else _bounded(START_S / mean)
+        return [_bounded(window_s * done / took) if done and took else start
+                for window_s, (done, took) in zip(self._window_s, counts)]
 
     def fill(self) -> list[float]:
         """Each replica's backlog as a fraction of its window (1.0: full, the split waits for it)."""

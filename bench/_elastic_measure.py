@@ -17,21 +17,29 @@ Definitions (the report prints them too):
   converge count from the phase's first period;
 * a load phase's *source window* runs from the source's first emission of the phase to its
   first emission of the next phase (the last phase: to its last emission);
-* *steady-state throughput*: the phase's tuples per second after the phase's start plus a
-  skip (the convergence time for an elastic run, at least ``min_skip_s``) and, for every phase
-  but the last, before a tail of the same ``min_skip_s`` ahead of the next phase, counted twice —
-  as the sink received them (arrivals in the window) and as the source emitted them
-  (emissions in the source window) — and the lower of the two. In a steady state they
-  agree; a backlog that fills inside the flow during the phase inflates the source's count,
-  one that drains inflates the sink's. A drain can be large: a merge or port ahead of a
-  sink that falls behind (a sink sharing its process's one thread with busy replicas)
-  holds seconds of finished tuples and releases them during a later, cheaper phase, so
-  the sink sees a phase's tuples faster than the flow could ever process them.
+* *steady-state throughput*: the tuples the source emitted in the phase's *steady span* —
+  its source window after a skip (the convergence time for an elastic run, at least
+  ``min_skip_s``) and, for every phase but the last, before a tail of the same ``min_skip_s``
+  ahead of the next phase — per second, counted twice: as the source emitted them (over the
+  steady span) and as the sink received them (from the first of them to arrive to the last,
+  up to the source's end), and the lower of the two. The same tuples at both ends: in a
+  steady state the two rates agree; a backlog that fills inside the flow during the span
+  stretches the sink's span, one that drains shortens it. A drain can be large: a merge or
+  port ahead of a sink that falls behind (a sink sharing its process's one thread with busy
+  replicas) holds seconds of finished tuples and releases them during a later, cheaper phase,
+  so the sink sees a phase's tuples faster than the flow could ever process them.
   The tail is the next change of load reaching back: a flow holding work in hand (a replica's
   window, a piece cut to the old cost) finishes the old phase's last tuples behind the new,
   dearer ones, so they reach the sink late and the phase's window at the sink ends in a
   trickle (IBM Fig. 10 with replicated branches: its last 0.8 s at a third of the rate). That
-  time is the change's, like the fill after it, and every configuration loses it alike.
+  time is the change's, like the fill after it. Counting the steady span's own tuples at the
+  sink leaves the whole trickle out, however long the flow's latency: an earlier definition
+  counted the sink's arrivals between its window's start plus the skip and its end (the next
+  phase's first arrival) less the tail, which kept the part of a trickle longer than the tail
+  (plain ``Runner()`` on IBM Fig. 10, 0.55 s of tuples in flight: its sink window ran 2 s past
+  the source's change, its sink rate read 111.6k against 117.9k at the source and 118–121k
+  per second at the sink from the phase's seventh second on). Its figure stays in the report as
+  ``sink_window_tuples_per_s``.
 
 Example::
 
@@ -47,6 +55,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
 from typing import Any
+
+import numpy as np
 
 from elastream.bench._elastic_flows import PhaseRecord
 
@@ -110,6 +120,8 @@ class SteadyRate:
     sink_tuples_per_s: float
     source_tuples_per_s: float | None
     """None when the record holds no emission instants (or the source window has no length)."""
+    sink_window_tuples_per_s: float
+    """The earlier definition's sink rate: arrivals in the sink window after the skip, before the tail."""
 
 
 def phase_emissions(record: PhaseRecord) -> dict[int, list[tuple[float, int]]]:
@@ -143,27 +155,56 @@ def measured_span(begin: float, end: float, skip_s: float, tail_s: float = 0.0) 
     return start, stop
 
 
+def tuple_arrivals(record: PhaseRecord) -> np.ndarray:
+    """Per tuple (parallel to ``record.seqs``), the arrival instant of its batch."""
+    times = np.fromiter((t for t, _ in record.batches), np.float64, len(record.batches))
+    counts = np.fromiter((n for _, n in record.batches), np.int64, len(record.batches))
+    return np.repeat(times, counts)
+
+
+def sink_rate_of_emitted(record: PhaseRecord, phase: int, start: float, end: float,
+                         arrived: np.ndarray) -> tuple[float, float] | None:
+    """(tuples/s, seconds) at the sink of ``phase``'s tuples the source emitted in [start, end): from the first
+    of them to arrive to the last that arrived by the source's end; None when they span no time there."""
+    phases = np.frombuffer(record.phases, np.int8)
+    emitted = np.frombuffer(record.emitted, np.float64)
+    mask = (phases == phase) & (emitted >= start) & (emitted < end) & (arrived <= record.source_end)
+    times = arrived[mask]
+    if times.size == 0:
+        return None
+    first, last = float(times.min()), float(times.max())
+    if last <= first:
+        return None
+    # A batch arriving at t was finished before t: count (first, last].
+    return int(np.count_nonzero(times > first)) / (last - first), last - first
+
+
 def steady_rates(record: PhaseRecord, window: PhaseWindow, skip_s: float,
                  arrivals: dict[int, list[tuple[float, int]]] | None = None,
-                 emissions: dict[int, list[tuple[float, int]]] | None = None, tail_s: float = 0.0) -> SteadyRate:
-    """``window``'s phase after ``skip_s`` and before its last ``tail_s``: tuples/s at the sink, at the
-    source, and the lower of the two."""
+                 emissions: dict[int, list[tuple[float, int]]] | None = None, tail_s: float = 0.0,
+                 arrived: np.ndarray | None = None) -> SteadyRate:
+    """``window``'s phase after ``skip_s`` and before its last ``tail_s``: tuples/s at the source, of the same
+    tuples at the sink, and the lower of the two (see the module's definitions)."""
     arrivals = arrivals if arrivals is not None else phase_arrivals(record)
     emissions = emissions if emissions is not None else phase_emissions(record)
     start, end = measured_span(window.begin, window.end, skip_s, tail_s)
     # A batch arriving at t was finished before t: count (start, end].
-    sink_n = sum(n for t, n in arrivals.get(window.phase, ()) if start < t <= end)
-    sink_span = end - start
-    sink_rate = sink_n / sink_span if sink_span > 0 else 0.0
+    window_n = sum(n for t, n in arrivals.get(window.phase, ()) if start < t <= end)
+    window_rate = window_n / (end - start) if end > start else 0.0
+    sink_rate, sink_span = window_rate, end - start
     source = source_windows(emissions).get(window.phase)
     if source is None or source.span_s <= 0:
-        return SteadyRate(sink_rate, sink_span, sink_rate, None)
+        return SteadyRate(sink_rate, sink_span, sink_rate, None, window_rate)
     start, end = measured_span(source.begin, source.end, skip_s, tail_s)
     # A batch emitted at t is taken in by the flow after t: count [start, end).
     source_rate = sum(n for t, n in emissions[window.phase] if start <= t < end) / (end - start)
+    at_sink = sink_rate_of_emitted(record, window.phase, start, end,
+                                   arrived if arrived is not None else tuple_arrivals(record))
+    if at_sink is not None:
+        sink_rate, sink_span = at_sink
     if source_rate < sink_rate:
-        return SteadyRate(source_rate, end - start, sink_rate, source_rate)
-    return SteadyRate(sink_rate, sink_span, sink_rate, source_rate)
+        return SteadyRate(source_rate, end - start, sink_rate, source_rate, window_rate)
+    return SteadyRate(sink_rate, sink_span, sink_rate, source_rate, window_rate)
 
 
 def steady_rate(record: PhaseRecord, window: PhaseWindow, skip_s: float,

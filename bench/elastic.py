@@ -37,7 +37,7 @@ from elastream.bench._common import fmt, machine
 from elastream.bench._elastic_flows import SHAPES, SINK, SOURCE, Shape
 from elastream.bench._elastic_measure import (check_output, convergence, drain_s, entries_by_phase, max_or_none,
                                               median_or_none, phase_arrivals, phase_emissions, phase_windows,
-                                              steady_rates)
+                                              SteadyRate, steady_rates, tuple_arrivals)
 from elastream.elastic import register_controller
 from elastream.elastic.combined import CombinedController
 
@@ -141,6 +141,7 @@ def measure_phases(record: Any, result: Any, ended: float, phase_s: float, elast
     windows = phase_windows(record)
     arrivals = phase_arrivals(record)
     emissions = phase_emissions(record)
+    arrived = tuple_arrivals(record)
     period_s = es.Elastic().period_s
     min_skip = min(2 * period_s, phase_s / 3)  # pipeline fill and drain after a change of load
     per_phase = [{} for _ in windows]
@@ -153,13 +154,22 @@ def measure_phases(record: Any, result: Any, ended: float, phase_s: float, elast
         converge = extra.get("converge_periods")
         skip = max(min_skip, (converge or 0) * period_s) if not elastic or converge is not None else phase_s / 2
         tail = min_skip if i + 1 < len(windows) else 0.0  # the next change of load reaching back
-        rate = steady_rates(record, w, skip, arrivals, emissions, tail)
+        rate = steady_rates(record, w, skip, arrivals, emissions, tail, arrived)
+        with_tail = steady_rates(record, w, skip, arrivals, emissions, arrived=arrived)
         rows.append({"phase": w.phase, "window_s": w.span_s, "tuples": w.tuples,
                      "steady_tuples_per_s": rate.tuples_per_s, "steady_window_s": rate.seconds, "tail_s": tail,
-                     "with_tail_tuples_per_s": steady_rates(record, w, skip, arrivals, emissions).tuples_per_s,
+                     # The earlier definitions' figures, to compare with reports made with them.
+                     "with_tail_tuples_per_s": by_sink_window(with_tail),
+                     "sink_window_tuples_per_s": by_sink_window(rate),
                      "sink_tuples_per_s": rate.sink_tuples_per_s, "source_tuples_per_s": rate.source_tuples_per_s,
                      **extra})
     return rows
+
+
+def by_sink_window(rate: SteadyRate) -> float:
+    """The steady rate by the earlier definition: the sink window's arrivals, or the source's rate if lower."""
+    source = rate.source_tuples_per_s
+    return rate.sink_window_tuples_per_s if source is None else min(rate.sink_window_tuples_per_s, source)
 
 
 def run_shape(shape: Shape, gil: str, args: argparse.Namespace, phase_s: float, repeats: int) -> dict[str, Any]:
@@ -197,14 +207,17 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
         elastic = []
         for c in (c for c in configs if c.elastic):
             rate = medians(c.label, "steady_tuples_per_s")
-            with_tail = medians(c.label, "with_tail_tuples_per_s")
-            best_with_tail = medians(best, "with_tail_tuples_per_s") if best else None
+            earlier = {key: (medians(c.label, key), medians(best, key) if best else None)
+                       for key in ("with_tail_tuples_per_s", "sink_window_tuples_per_s")}
+            earlier = {key: mine / theirs if mine and theirs else None for key, (mine, theirs) in earlier.items()}
             phase_rows = [p for r in good if r["config"] == c.label for p in r["phases"] if p["phase"] == phase]
             elastic.append({
                 "config": c.label, "steady_tuples_per_s": rate,
                 "ratio_to_best_static": rate / static[best] if rate and best else None,
-                # The same ratio with the tail counted (a figure to compare with reports before it was cut).
-                "ratio_with_tail": with_tail / best_with_tail if with_tail and best_with_tail else None,
+                # The same ratio by the earlier definitions (figures to compare with reports made with them):
+                # the sink window's arrivals with the tail counted, and without it.
+                "ratio_with_tail": earlier["with_tail_tuples_per_s"],
+                "ratio_sink_window": earlier["sink_window_tuples_per_s"],
                 "converge_periods": medians(c.label, "converge_periods"),
                 "converged_runs": sum(p.get("converge_periods") is not None for p in phase_rows),
                 "runs": len(phase_rows),
@@ -279,10 +292,10 @@ def print_report(result: dict[str, Any], console: Console) -> None:
             console.print(f"timeline PNG ({label}): {path}")
     if result.get("timeline"):
         console.print(f"timelines: {result['timeline']}")
-    console.print("steady state: the phase after its convergence (elastic) or its first two periods (static) "
-                  "and before its last two (the next change of load reaching back; the JSON's ratio_with_tail "
-                  "counts them), in tuples/s as the sink received them or as the source emitted them, "
-                  "whichever is lower; "
+    console.print("steady state: the tuples the source emitted after the phase's convergence (elastic) or its "
+                  "first two periods (static) and before its last two (the next change of load reaching back), "
+                  "per second as the source emitted them or as the sink received them, whichever is lower "
+                  "(the JSON's ratio_sink_window and ratio_with_tail: the earlier definitions); "
                   "converged: at the phase's most common late level, ≤ 1 change per 10 periods from there on.")
 
 

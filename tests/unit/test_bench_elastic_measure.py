@@ -55,10 +55,12 @@ def test_a_burst_released_at_the_sink_counts_at_the_source_rate():
     w0, w1, w2 = phase_windows(record)
     assert (w1.begin, w1.end) == (2.21, 2.5)  # phase 1 at the sink: 0.29 s for a phase that lasted 1 s
     rate = steady_rates(record, w1, skip_s=0.15)
-    # The sink: arrivals 2.37, 2.39 after 2.21 + 0.15: 60 tuples in 0.14 s, well above what the flow can take.
-    assert rate.sink_tuples_per_s == pytest.approx(60 / 0.14) and rate.sink_tuples_per_s > PHASE1_CAPACITY
     # The source: emissions 1.25 … 1.95 from 1.05 + 0.15 to phase 2's first emission at 2.05.
     assert rate.source_tuples_per_s == pytest.approx(240 / 0.85)
+    # The sink: those tuples arrive 2.25 … 2.39, 210 after the first in 0.14 s, far above what the flow can take.
+    assert rate.sink_tuples_per_s == pytest.approx(210 / 0.14) and rate.sink_tuples_per_s > PHASE1_CAPACITY
+    # (The earlier definition: arrivals 2.37, 2.39 after the sink window's 2.21 + 0.15.)
+    assert rate.sink_window_tuples_per_s == pytest.approx(60 / 0.14)
     assert rate.tuples_per_s == rate.source_tuples_per_s <= PHASE1_CAPACITY
     assert rate.seconds == pytest.approx(0.85)
     assert steady_rate(record, w1, skip_s=0.15) == (rate.tuples_per_s, rate.seconds)
@@ -68,19 +70,22 @@ def test_a_backlog_filling_ahead_of_the_sink_counts_at_the_sink_rate():
     record = _lagging_sink_record()
     w0 = phase_windows(record)[0]
     rate = steady_rates(record, w0, skip_s=0.15)
-    # The sink: 0.3 … 2.1 after 0.1 + 0.15, up to phase 1's first arrival at 2.21.
-    assert rate.sink_tuples_per_s == pytest.approx(800 / 1.96)
-    assert rate.source_tuples_per_s == pytest.approx(800 / 0.85)  # pushed into the growing backlog
-    assert rate.tuples_per_s == rate.sink_tuples_per_s and rate.seconds == pytest.approx(1.96)
+    # The source: emissions 0.25 … 0.95 in [0.05 + 0.15, 1.05), pushed into the growing backlog.
+    assert rate.source_tuples_per_s == pytest.approx(800 / 0.85)
+    # The sink: the same tuples arrive 0.3 … 2.1, 700 after the first in 1.8 s.
+    assert rate.sink_tuples_per_s == pytest.approx(700 / 1.8)
+    assert rate.tuples_per_s == rate.sink_tuples_per_s and rate.seconds == pytest.approx(1.8)
 
 
 def test_a_steady_pipeline_measures_the_same_rate_at_both_ends():
-    emitted = _emissions(0, 100) + _emissions(1, 30) + _emissions(2, 100)
-    record = _record([(e, p, n, round(e + 0.3, 2)) for e, p, n in emitted])
+    # 200 batches per 1-second phase, 5 ms apart, each reaching the sink 0.3 s after the source made it.
+    emitted = [(0.0025 + 0.005 * i, i // 200, 10 if i // 200 != 1 else 3) for i in range(600)]
+    record = _record([(e, p, n, e + 0.3) for e, p, n in emitted])
     for window in phase_windows(record)[:2]:
-        rate = steady_rates(record, window, skip_s=0.15)
-        assert rate.sink_tuples_per_s == pytest.approx(rate.source_tuples_per_s)
-        assert rate.tuples_per_s == pytest.approx(rate.sink_tuples_per_s)
+        rate = steady_rates(record, window, skip_s=0.15, tail_s=0.15)
+        assert rate.sink_tuples_per_s == pytest.approx(rate.source_tuples_per_s, rel=0.01)
+        assert rate.tuples_per_s == pytest.approx(rate.sink_tuples_per_s, rel=0.01)
+        assert rate.tuples_per_s == pytest.approx(2000 if window.phase != 1 else 600, rel=0.01)
 
 
 def _trickling_end_record() -> PhaseRecord:
@@ -97,25 +102,35 @@ def test_a_tail_ahead_of_the_next_phase_is_left_out_at_both_ends():
     assert (w0.begin, w0.end) == (0.1, 1.65)
     whole = steady_rates(record, w0, skip_s=0.15)
     cut = steady_rates(record, w0, skip_s=0.15, tail_s=0.5)
-    # The sink: arrivals 0.3 … 0.7 and 1.0 in (0.25, 1.15], against 0.3 … 1.6 in (0.25, 1.65].
-    assert cut.sink_tuples_per_s == pytest.approx(600 / 0.9) and whole.sink_tuples_per_s == pytest.approx(800 / 1.4)
-    # The source: emissions 0.25 … 0.45 in [0.2, 0.55): its window (0.05, 1.05) is cut alike.
+    # The source: emissions 0.25 … 0.45 in [0.2, 0.55): its window (0.05, 1.05) less the skip and the tail.
     assert cut.source_tuples_per_s == pytest.approx(300 / 0.35)
-    assert cut.tuples_per_s == cut.sink_tuples_per_s > whole.tuples_per_s
+    # The sink: the same tuples arrive on time, 0.3 … 0.5; without the tail, 0.3 … 1.6 with the trickle.
+    assert cut.sink_tuples_per_s == pytest.approx(200 / 0.2) and whole.sink_tuples_per_s == pytest.approx(700 / 1.3)
+    assert cut.tuples_per_s == cut.source_tuples_per_s > whole.tuples_per_s == whole.sink_tuples_per_s
+    # The earlier definition cut the sink window (0.1, 1.65) by the same 0.5 s, and a trickle 0.6 s longer than
+    # the flow's on-time latency kept arrival 1.0 in (0.25, 1.15]: the phase read below its steady pace.
+    assert cut.sink_window_tuples_per_s == pytest.approx(600 / 0.9) and cut.sink_window_tuples_per_s < cut.tuples_per_s
 
 
 def test_a_tail_leaving_too_little_measures_the_second_half():
     w0 = phase_windows(_trickling_end_record())[0]
     rate = steady_rates(_trickling_end_record(), w0, skip_s=0.6, tail_s=0.8)
-    assert rate.seconds == pytest.approx(1.55 / 2)  # skip and tail leave 0.15 s, under a fifth of 1.55 s
+    # Skip and tail leave 0.15 s of the source window (0.05, 1.05), under a fifth: its second half, emissions
+    # 0.55 … 0.95, whose tuples reach the sink 0.6 … 1.6 (the lower rate, 400 tuples after the first in 1 s).
+    assert rate.source_tuples_per_s == pytest.approx(500 / 0.5)
+    assert rate.tuples_per_s == rate.sink_tuples_per_s == pytest.approx(400 / 1.0) and rate.seconds == 1.0
 
 
 def test_measure_phases_cuts_a_tail_from_every_phase_but_the_last():
     rows = measure_phases(_lagging_sink_record(), None, ended=4.0, phase_s=1.0, elastic=False)
     assert [r["tail_s"] for r in rows] == [pytest.approx(1 / 3), pytest.approx(1 / 3), 0.0]
-    # Phase 0 at the sink from 0.1 + 1/3: arrivals 0.5 … 2.1 up to 2.21, or 0.5 … 1.7 up to 2.21 - 1/3.
+    # Phase 0: the source's emissions 0.45 … 0.65 in [0.05 + 1/3, 1.05 - 1/3) reach the sink 0.5, 0.6, 0.9.
+    assert rows[0]["source_tuples_per_s"] == pytest.approx(300 / (1 - 2 / 3))
+    assert rows[0]["steady_tuples_per_s"] == rows[0]["sink_tuples_per_s"] == pytest.approx(200 / 0.4)
+    # The earlier definitions: the sink window's arrivals from 0.1 + 1/3, 0.5 … 2.1 up to 2.21 (with the tail)
+    # or 0.5 … 1.7 up to 2.21 - 1/3.
     assert rows[0]["with_tail_tuples_per_s"] == pytest.approx(600 / (2.21 - 0.1 - 1 / 3))
-    assert rows[0]["steady_tuples_per_s"] == pytest.approx(500 / (2.21 - 1 / 3 - 0.1 - 1 / 3))
+    assert rows[0]["sink_window_tuples_per_s"] == pytest.approx(500 / (2.21 - 1 / 3 - 0.1 - 1 / 3))
 
 
 def test_source_windows_run_from_a_phase_first_emission_to_the_next_one():
@@ -137,9 +152,9 @@ def test_measure_phases_keeps_both_ends_and_counts_the_lower():
     rows = measure_phases(_lagging_sink_record(), None, ended=4.0, phase_s=1.0, elastic=False)
     assert [r["phase"] for r in rows] == [0, 1, 2]
     phase1 = rows[1]
-    # static skip: a third of the phase; phase 1's sink window is shorter, so its second half is measured
-    assert phase1["sink_tuples_per_s"] == pytest.approx(60 / 0.145) and phase1["sink_tuples_per_s"] > PHASE1_CAPACITY
-    assert phase1["source_tuples_per_s"] == pytest.approx(180 / (1.0 - 1 / 3))
+    # Static skip and tail: a third of the phase each; emissions 1.45 … 1.65 reach the sink 2.29 … 2.33.
+    assert phase1["source_tuples_per_s"] == pytest.approx(90 / (1.0 - 2 / 3))
+    assert phase1["sink_tuples_per_s"] == pytest.approx(60 / 0.04) and phase1["sink_tuples_per_s"] > PHASE1_CAPACITY
     assert phase1["steady_tuples_per_s"] == phase1["source_tuples_per_s"] <= PHASE1_CAPACITY
 
 

@@ -37,7 +37,7 @@ Definitions (the report prints them too):
   counted the sink's arrivals between its window's start plus the skip and its end (the next
   phase's first arrival) less the tail, which kept the part of a trickle longer than the tail
   (plain ``Runner()`` on IBM Fig. 10, 0.55 s of tuples in flight: its sink window ran 2 s past
-  the source's change, its sink rate read 111.6k against 117.9k at the source and 118–121k
+  the source's change, its sink rate read 111.6k against 117.9k at the source and 117–121k
   per second at the sink from the phase's seventh second on). Its figure stays in the report as
   ``sink_window_tuples_per_s``.
 

@@ -207,17 +207,17 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
         elastic = []
         for c in (c for c in configs if c.elastic):
             rate = medians(c.label, "steady_tuples_per_s")
-            earlier = {key: (medians(c.label, key), medians(best, key) if best else None)
-                       for key in ("with_tail_tuples_per_s", "sink_window_tuples_per_s")}
-            earlier = {key: mine / theirs if mine and theirs else None for key, (mine, theirs) in earlier.items()}
+            def ratio(key: str) -> float | None:
+                mine, theirs = medians(c.label, key), medians(best, key) if best else None
+                return mine / theirs if mine and theirs else None
             phase_rows = [p for r in good if r["config"] == c.label for p in r["phases"] if p["phase"] == phase]
             elastic.append({
                 "config": c.label, "steady_tuples_per_s": rate,
                 "ratio_to_best_static": rate / static[best] if rate and best else None,
                 # The same ratio by the earlier definitions (figures to compare with reports made with them):
                 # the sink window's arrivals with the tail counted, and without it.
-                "ratio_with_tail": earlier["with_tail_tuples_per_s"],
-                "ratio_sink_window": earlier["sink_window_tuples_per_s"],
+                "ratio_with_tail": ratio("with_tail_tuples_per_s"),
+                "ratio_sink_window": ratio("sink_window_tuples_per_s"),
                 "converge_periods": medians(c.label, "converge_periods"),
                 "converged_runs": sum(p.get("converge_periods") is not None for p in phase_rows),
                 "runs": len(phase_rows),

@@ -72,16 +72,8 @@ class RecentCost:
         else:
             self._newer = (done, took)
 
-    @property
-    def tuples(self) -> int:
-        return self._older[0] + self._newer[0]
-
-    @property
-    def seconds(self) -> float:
-        return self._older[1] + self._newer[1]
-
     def counts(self) -> tuple[int, float]:
-        """(tuples, seconds) in one read."""
+        """(tuples, seconds) over the two buckets."""
         return self._older[0] + self._newer[0], self._older[1] + self._newer[1]
 
 
@@ -125,7 +117,8 @@ class SplitMergeLink:
 
     def cost_per_tuple(self) -> float | None:
         """Measured replica seconds per input tuple, over the replicas' recent work (None before any finished)."""
-        done, busy = sum(r.tuples for r in self._recent), sum(r.seconds for r in self._recent)
+        counts = [recent.counts() for recent in self._recent]
+        done, busy = sum(n for n, _ in counts), sum(s for _, s in counts)
         return busy / done if done and busy else None
 
     def windows(self) -> list[int]:

@@ -95,6 +95,22 @@ def test_a_splice_mid_stream_keeps_order_state_and_counts():
     assert ops["count#split"].tuples_in > 0                   # the rest went through the split
 
 
+def test_the_consumer_holds_what_it_would_behind_the_operator_until_the_merge_feeds_it():
+    from elastream.ordered.merge import MERGE_OUTPUT_CAPACITY
+
+    gate = threading.Event()
+    handle = es.Runner().start(counting_flow(gated(N, gate)))
+    try:
+        engine = handle.inner._local.handle
+        consumer = next(t for t in engine.sched.tasks if t.name == "out").inputs[0]
+        assert consumer.capacity < MERGE_OUTPUT_CAPACITY  # a bypass never blocked would starve a slower consumer
+        assert handle.submit([SetReplicas("count", 2, reason="test")])[0].ok
+        assert consumer.capacity == MERGE_OUTPUT_CAPACITY  # the merge's whole releases fit again
+    finally:
+        gate.set()
+    assert handle.wait(60).outputs["out"] == sequential()
+
+
 def test_a_second_splice_and_a_shrink_to_one_change_nothing_more():
     gate = threading.Event()
     handle = es.Runner().start(counting_flow(gated(N, gate)))

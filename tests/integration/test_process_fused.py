@@ -1,7 +1,8 @@
 """Fused chains in multi-process runs: every member counted as in a threads run, and the chains named.
 
 An elastic ``Runner(processes=2)`` fuses each stateless chain into one operator
-replicated across the processes (``"a+b+c#0"``, ``"a+b+c#1"``, elastic.units); a
+replicated across the processes (``"a+b+c#0"``, ``"a+b+c#1"``, elastic.units;
+here all replicas take work from the first tuple on); a
 plain multi-process run fuses chains inside each part. Either way
 ``handle.stats()`` lists every member with its own tuple counts (summed over the
 replicas), equal to those of an unfused run, ``handle.fused`` names the chains,
@@ -11,12 +12,14 @@ and the controllers' view still sizes the replicated chain by its unit name.
 from __future__ import annotations
 
 import itertools
+import threading
 
 import pytest
 
 import elastream as es
 from elastream.elastic.view import flow_view
 from elastream.metrics.period import period_between
+from elastream.runtime.decisions import SetReplicas
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -53,13 +56,31 @@ def pipeline(source=None) -> es.Flow:
     return flow
 
 
+def replicated(**elastic) -> es.RunHandle:
+    """An elastic two-process run of :func:`pipeline` whose units all take work in both processes before
+    the first tuple: ``Runner(processes=2)`` starts each whole in one process (elastic.held.placed_plan)."""
+    gate = threading.Event()
+
+    def gated():
+        gate.wait(30.0)
+        yield from range(N)
+
+    handle = es.Runner(processes=2, **elastic).start(pipeline(gated()))
+    try:
+        applied = handle.submit([SetReplicas(unit, 2, reason="test") for unit in ("a+b+c", "sum", "d+e")])
+        assert all(a.ok for a in applied), [a.why for a in applied]
+    finally:
+        gate.set()
+    return handle
+
+
 def counts(stats) -> dict[str, tuple[int, int]]:
     return {m: (stats.operators[m].tuples_in, stats.operators[m].tuples_out) for m in MEMBERS}
 
 
 def test_fused_and_unfused_process_runs_count_every_member_alike():
     reference = es.Runner(threads=1, elastic=False, scheduling=UNFUSED).run(pipeline(), timeout=60)
-    handle = es.Runner(processes=2).start(pipeline())          # chains fused into replicated units
+    handle = replicated()                                       # chains fused into replicated units
     units = handle.wait(90)
     part_fused = es.Runner(processes=2, elastic=False, placement=PLACEMENT).run(pipeline(), timeout=90)
     unfused = es.Runner(processes=2, elastic=False, placement=PLACEMENT, scheduling=UNFUSED).run(
@@ -105,7 +126,7 @@ def test_a_process_run_names_its_fused_chains():
 
 
 def test_the_controllers_view_sizes_the_replicated_chain_by_its_unit_name():
-    handle = es.Runner(processes=2, elastic=es.Elastic(controller="ds2", period_s=10)).start(pipeline())
+    handle = replicated(elastic=es.Elastic(controller="ds2", period_s=10))
     handle.wait(90)
     stats = handle.inner.stats()                                # what the elastic loop reads
     view = flow_view(period_between(None, stats), handle.loop.levels)

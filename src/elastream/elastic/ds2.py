@@ -20,7 +20,8 @@ down to the most the graph can sustain.
 (:mod:`elastream.elastic.bottleneck`) — sizing every replicable unit the
 targets say is short in the same step — removes replicas a unit no longer
 needs (after SHRINK_PERIODS periods in a row say so), and names hot key groups
-instead of adding replicas that cannot help. With worker processes held ready
+instead of adding replicas that cannot help; nor does it add any while the
+workers already use the cores (:func:`cpu_is_full`). With worker processes held ready
 it also sizes by what each process carries (:mod:`elastream.elastic.packing`).
 
 Threading: :func:`ds2_instances` is pure; a controller belongs to one elastic loop.
@@ -62,6 +63,12 @@ SHRINK_PERIODS = 3
 #: CPU per small tuple; a unit lighter than that would only get slower (the 12 identity maps of
 #: ``bench overhead`` cost about 1 µs per tuple in all, the keyed benchmark's function 20 µs).
 MIN_REMOTE_COST_S = 5e-6
+
+#: Share of the cores the worker threads' CPU must stay under for a replica to be added: with every process
+#: started and its workers using this much, the machine is the bottleneck, and a replica would only move work
+#: between full processes and add a split and a merge per batch (IBM Fig. 10 under ``Runner(processes=2)``: two
+#: whole chains fill both cores, as a static plan's do, yet each unit's input stays full).
+FULL_CPU_SHARE = 1.0 - TAU
 
 #: A replica count proposed but not in force yet is not proposed again for this many periods: the run
 #: applies it at its next reconfiguration point, or refused it (the timeline says why), and repeating
@@ -197,8 +204,8 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        resized = (grow_decisions(view, sizing, caps, bottlenecks)
-                   or spread_decisions(view, sizing, levels, caps, self.tau))
+        resized = [] if cpu_is_full(period, levels, machine) else (
+            grow_decisions(view, sizing, caps, bottlenecks) or spread_decisions(view, sizing, levels, caps, self.tau))
         shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
         resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])
         return decisions + self._not_repeated(resized, view)
@@ -239,6 +246,17 @@ class DS2Controller:
             too_light = 0 < unit.cpu_per_tuple_s < MIN_REMOTE_COST_S
             caps[unit.name] = unit.instances if unit.name in hot or too_light else max(cap, unit.instances)
         return caps
+
+
+def cpu_is_full(period: PeriodStats, levels: Levels, machine: Machine) -> bool:
+    """True when every process works and their worker threads used :data:`FULL_CPU_SHARE` of the cores or more:
+    no replica can add CPU (a process held ready still can).
+
+    Example: two processes, one thread each, 0.97 s of CPU over a 0.5 s period on 2 cores → True.
+    """
+    if levels.working_processes < levels.processes or period.period_s <= 0:
+        return False
+    return period.cpu_s() >= FULL_CPU_SHARE * machine.cores * period.period_s
 
 
 def grow_decisions(view: FlowView, sizing: dict[str, Sizing], caps: dict[str, int],

@@ -16,8 +16,8 @@ the flow is a frozen :class:`FusionPlan` made before the run (the chains at one
 thread and at several, and which members take one worker at a time). In a run
 over several processes each process has its own plan, of the part of the flow it
 runs, and its own thread level; the run hands a decision to the process that runs
-the chain (the control channel). A held run (``Runner()`` holding worker processes
-ready) keeps its chains as built: its part 0 runs the held units' bypasses.
+the chain (the control channel). A run whose units start bypassed (``Runner()``,
+``Runner(processes=P)``: :mod:`elastream.runtime.bypass`) keeps its chains as built.
 
 Threading: one instance per elastic loop, called from its thread.
 
@@ -97,8 +97,8 @@ class FusionRule:
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None = None) -> list[Decision]:
         """Unfuse and Fuse decisions turning ``levels.fused`` into each plan's chains at its process's level."""
-        if levels.held or not levels.threads:
-            return []                      # a held run's part 0 hosts the held units' bypasses: it stays as built
+        if levels.held or levels.bypassed or not levels.threads:
+            return []                      # parts hosting units' bypasses stay as built
         decisions: list[Decision] = []
         for process, plan in enumerate(self.plans[:levels.processes]):
             self._periods_since[process] = self._periods_since.get(process, RETRY_PERIODS) + 1

@@ -47,7 +47,7 @@ from elastream.runtime.config import RunConfig
 
 @dataclass(frozen=True, slots=True)
 class HeldPlan:
-    """A run with worker processes held ready: the flow to run, its config, and the replicas taking work."""
+    """A run whose units hold replicas ready: the flow to run, its config, and the replicas taking work."""
 
     flow: Flow
     config: RunConfig
@@ -85,8 +85,36 @@ def held_plan(flow: Flow, config: RunConfig, elastic: Elastic, cores: int | None
     if not counts:
         return None
     placement = {name: 0 for name in unit_flow.operators}
+    return _bypassed_plan(unit_flow, dataclasses.replace(config, processes=processes), counts, placement)
+
+
+def placed_plan(flow: Flow, config: RunConfig) -> HeldPlan | None:
+    """``Runner(processes=P)``: the replication units, and where they start (None when no unit can be replicated).
+
+    With at least ``P`` units, a static plan of whole units can give every process work: each unit
+    starts where the placement planner (``"auto"``) puts it, unreplicated until DS2 spreads it. Its
+    split, replica 0 and merge run there together, so the unit runs through its bypass as that
+    static run's operator would, with no split, merge or extra hop between processes; its replica
+    ``r`` waits in process ``(home + r) % P``. With fewer units only replicas can use every process:
+    each unit starts with one replica working in every process. Every process starts with the run.
+    """
+    from elastream.placement.choose import resolve_assignment
+
+    unit_flow, counts = replication_units(flow, config.processes)
+    if not counts:
+        return None
+    if len(counts) < config.processes:
+        return HeldPlan(unit_flow, dataclasses.replace(config, replicas=counts), counts)
+    placement = resolve_assignment("auto", unit_flow, config.processes)
+    for name in counts:
+        placement[split_name(name)] = placement[merge_name(name)] = placement[name]
+    return _bypassed_plan(unit_flow, config, counts, placement)
+
+
+def _bypassed_plan(unit_flow: Flow, config: RunConfig, counts: dict[str, int], placement: dict[str, int]) -> HeldPlan:
+    """The run of ``unit_flow`` with ``counts`` replicas per unit, only replica 0 taking work, through a bypass."""
     bypass = tuple(BypassSpec(name, split_name(name), replica_name(name, 0), merge_name(name)) for name in counts)
-    held = dataclasses.replace(config, processes=processes, replicas=counts, placement=placement,
+    held = dataclasses.replace(config, replicas=counts, placement=placement,
                                active_replicas={name: (0,) for name in counts}, bypass=bypass)
     return HeldPlan(unit_flow, held, {name: 1 for name in counts})
 

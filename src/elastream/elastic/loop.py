@@ -67,6 +67,7 @@ class ElasticLoop:
         self._unapplied: set[Decision] = set()
         self._said: set[str] = set()
         self._stop = threading.Event()
+        self._levels_lock = threading.Lock()  # the caller's own decisions fold into the levels too
         self._thread: threading.Thread | None = None
         self.error: BaseException | None = None
         """What stopped the loop when a controller or the handle failed (the run itself goes on)."""
@@ -105,9 +106,15 @@ class ElasticLoop:
         decisions = self._decide(period, machine)
         applied, pause_ms = self._apply(decisions, at_s=stats.elapsed_s)
         pause_ms = with_holds(pause_ms, period)
-        self.levels = levels_after(self.levels, applied)
+        self.fold(applied)
         self.timeline.record(period, self.levels, applied, pause_ms=pause_ms)
         return applied
+
+    def fold(self, applied: Sequence[Applied]) -> None:
+        """Fold what took effect into the levels (the loop's own decisions, and the caller's through
+        ``handle.submit``, so the controllers never size from a count the caller changed)."""
+        with self._levels_lock:
+            self.levels = levels_after(self.levels, applied)
 
     def record_final(self, stats: FlowStats) -> None:
         """Record the run's last (partial) period, ending at its final ``stats``, without deciding."""
@@ -188,7 +195,7 @@ def is_supported(decision: Decision, levels: Levels) -> bool:
     if isinstance(decision, SetThreads):
         return True
     if isinstance(decision, (Fuse, Unfuse)):
-        return not levels.held  # a held run's part 0 hosts the held units' bypasses: its chains stay as built
+        return not (levels.held or levels.bypassed)  # parts hosting units' bypasses keep their chains as built
     return isinstance(decision, SetReplicas) and decision.operator in levels.replicas
 
 

@@ -65,8 +65,11 @@ class ElasticRunHandle:
         return as_written(stats, self.loop.levels.replicas.keys(), self.written)
 
     def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
-        """Apply decisions of the caller's own (they go into the backend's timeline, not the loop's)."""
-        return self.inner.submit(decisions)
+        """Apply decisions of the caller's own (they go into the backend's timeline, not the loop's; the
+        loop's levels follow what took effect)."""
+        applied = self.inner.submit(decisions)
+        self.loop.fold(applied)
+        return applied
 
     def set_threads(self, n: int) -> int:
         return self.inner.set_threads(n)
@@ -123,11 +126,12 @@ class MachineProbe:
 
 
 def start_elastic(inner: Any, elastic: Elastic, *, threads: int, processes: int, fixed: Fixed,
-                  replicas: Any = None, held: bool = False, written: Collection[str] | None = None) -> ElasticRunHandle:
+                  replicas: Any = None, held: bool = False, bypassed: bool = False,
+                  written: Collection[str] | None = None) -> ElasticRunHandle:
     """Wrap a just-started backend handle in an elastic run (``replicas``: the replicas taking work per
     unit; ``held``: the processes those replicas leave idle are held ready, :mod:`elastream.elastic.held`;
-    ``written``: the user's operator names, when the run replicates units under other names)."""
+    ``bypassed``: units run through bypasses until they spread, :mod:`elastream.runtime.bypass`; ``written``: the user's operator names, when the run replicates units under other names)."""
     fused = tuple(tuple(chain) for chain in getattr(inner, "fused", ()))
     counts = dict(replicas) if isinstance(replicas, dict) else {}
-    levels = Levels(threads=(threads,) * processes, replicas=counts, fused=fused, held=held)
+    levels = Levels(threads=(threads,) * processes, replicas=counts, fused=fused, held=held, bypassed=bypassed)
     return ElasticRunHandle(inner, elastic, levels, fixed, written)

@@ -107,8 +107,10 @@ class Runner:
         handle = BACKENDS[config.backend_name](run_flow, config)
         if self.elastic is None or config.backend_name == "spark":
             return handle
+        # Replicas held ready with the processes free means the processes are held too (elastic.held).
+        held = config.active_replicas is not None and not fixed.processes
         return start_elastic(handle, self.elastic, threads=config.threads, processes=config.processes,
-                             fixed=fixed, replicas=replicas, held=config.active_replicas is not None,
+                             fixed=fixed, replicas=replicas, held=held, bypassed=bool(config.bypass),
                              written=list(flow.operators) if config is not self.config else None)
 
     def _fixed_levels(self) -> Fixed:
@@ -126,7 +128,8 @@ class Runner:
 
         With neither threads nor processes given (``Runner()``), an elastic run holds worker processes
         ready (:mod:`elastream.elastic.held`); ``Runner(threads=k)`` stays in one process; with processes
-        given and nothing else, it runs one replica per process of each replication unit.
+        given and nothing else, each replication unit runs where a static plan puts it, with a replica
+        held ready in every other process (``placed_plan``).
         """
         config = self.config
         if (self.elastic is None or config.replicas is not None or not _policy_fuses(config.policy)
@@ -139,12 +142,10 @@ class Runner:
             return (flow, config, None) if plan is None else (plan.flow, plan.config, plan.replicas)
         if config.backend_name != "processes":
             return flow, config, None
-        from elastream.elastic.units import replication_units
+        from elastream.elastic.held import placed_plan
 
-        unit_flow, counts = replication_units(flow, config.processes)
-        if not counts:
-            return flow, config, None
-        return unit_flow, dataclasses.replace(config, replicas=counts), counts
+        plan = placed_plan(flow, config)
+        return (flow, config, None) if plan is None else (plan.flow, plan.config, plan.replicas)
 
     def run(self, flow: Flow, timeout: float | None = None) -> RunResult:
         """Run ``flow`` to completion and return its result.

@@ -31,6 +31,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
+from elastream.ordered.replicate import parse_replica_name
 from elastream.processes.spec import ChildSpec
 
 #: Longest the supervisor sleeps, while workers wait unstarted, before it looks whether the flow ended
@@ -38,6 +39,19 @@ from elastream.processes.spec import ChildSpec
 #: decision that needs them pokes it too. Each look takes the GIL from part 0's worker (at 0.05 s, the
 #: looks alone made 20 wake-ups a second of a light flow's one thread).
 IDLE_CHECK_S = 0.5
+
+
+def workers_can_wait(assignment: dict[str, int], active: dict[str, tuple[int, ...]] | None) -> bool:
+    """True when every worker process (all but process 0) runs only replicas that take no work yet, so
+    they can wait unstarted (``Runner()``); a worker with any other operator starts with the run
+    (``Runner(processes=P)`` places units' homes there)."""
+    if active is None:
+        return False
+    for name, process in assignment.items():
+        parsed = parse_replica_name(name)
+        if process != 0 and (parsed is None or parsed[0] not in active or parsed[1] in active[parsed[0]]):
+            return False
+    return True
 
 
 class HeldWorkers:

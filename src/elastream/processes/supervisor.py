@@ -50,7 +50,7 @@ from elastream.metrics.stats import FlowStats
 from elastream.processes import forkserver, live_runs
 from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.fused_members import RunChains, listed_operators, part_flows
-from elastream.processes.held_start import HeldWorkers
+from elastream.processes.held_start import HeldWorkers, workers_can_wait
 from elastream.processes.spawn import create_rings, spawn_workers, warm_fork_server
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
@@ -131,7 +131,7 @@ class ProcessRunHandle:
             specs = split_flow(self.run_flow, self.assignment, self.processes, ring_names, self.config.for_part())
             self._specs = specs
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
-            if self.config.active_replicas is not None:
+            if workers_can_wait(self.assignment, self.config.active_replicas):
                 # Held-ready workers (an elastic Runner()) take no work until a decision adds them: part 0
                 # starts at once, and the supervisor thread starts them later (processes.held_start).
                 self._create_rings(ring_names)

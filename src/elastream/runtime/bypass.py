@@ -109,6 +109,7 @@ class _Bypass:
     merge: Task
     consumer_buf: PortBuffer   # the consumer's input, fed by the bypass now and by the merge after a splice
     split_capacity: int        # the split's input capacity, given back with its buffer
+    consumer_capacity: int     # the consumer's input capacity as the merge needs it, given back at a splice
     spliced: bool = False
 
 
@@ -208,8 +209,12 @@ def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], 
     task = make_task(spec.unit, op, split.index, batch_size=batch_size, threads=1, reorder="nonblocking",
                      partitioning="hybrid", spec=op.spec())
     split_in, consumer_buf = split.inputs[0], merge.outputs[0][0]
-    split_capacity = split_in.capacity
+    split_capacity, consumer_capacity = split_in.capacity, consumer_buf.capacity
     split_in.capacity = min(split_capacity, max(max_queue_size, task.spec.input_capacity))
+    # The merge's consumer holds a whole release of parked batches (merge.MERGE_OUTPUT_CAPACITY); fed by
+    # the bypass it holds what the operator's own consumer would, or the bypass, never blocked, would
+    # take a thread from a slower consumer (a Union of several branches) for as long as that buffer fills.
+    consumer_buf.capacity = min(consumer_capacity, max(max_queue_size, consumer_buf.owner.spec.input_capacity))
     task.inputs = [split_in]
     split_in.owner = task
     split.inputs = [_waiting_buffer(split, split_in)]
@@ -218,7 +223,8 @@ def _bypass(compiled: CompiledFlow, spec: BypassSpec, by_name: dict[str, Task], 
     consumer_buf.publishers = [task if p is merge else p for p in consumer_buf.publishers]
     compiled.tasks.append(task)
     compiled.contexts[task.name] = Context(task, [InputPort(split_in, task, 0)], [OutputPort(task, 0)])
-    return _Bypass(spec, task, split, compiled.contexts[spec.split], replica, merge, consumer_buf, split_capacity)
+    return _Bypass(spec, task, split, compiled.contexts[spec.split], replica, merge, consumer_buf, split_capacity,
+                   consumer_capacity)
 
 
 def _waiting_buffer(split: Task, lent: PortBuffer) -> PortBuffer:
@@ -243,6 +249,7 @@ def _splice_locked(sched: Scheduler, b: _Bypass) -> None:
         b.consumer_buf.force(items, origin, sched.now())
     b.task.outputs = [[]]
     b.merge.outputs[0] = [b.consumer_buf]
+    b.consumer_buf.capacity = b.consumer_capacity
     b.consumer_buf.publishers = [b.merge if p is b.task else p for p in b.consumer_buf.publishers]
     took_over = getattr(b.split.op, "took_over", None)
     if took_over is not None:

@@ -140,13 +140,15 @@ class Levels:
     first operator's name); ``fused`` the chains running as one task, each as its
     operators' names in flow order; ``held`` True when the processes beyond those the
     replicas use are held ready (``Runner()``: replica ``r`` of each unit runs in process ``r``,
-    everything else in process 0).
+    everything else in process 0); ``bypassed`` True when units run through bypasses until they
+    spread (the parts hosting them keep their chains as built).
     """
 
     threads: tuple[int, ...] = (1,)
     replicas: dict[str, int] = field(default_factory=dict)
     fused: tuple[tuple[str, ...], ...] = ()
     held: bool = False
+    bypassed: bool = False
 
     @property
     def processes(self) -> int:

@@ -15,7 +15,7 @@ from elastic_snapshots import op
 import elastream as es
 from elastream.elastic.bottleneck import cpu_bottleneck, detect_bottlenecks, is_starved
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import DS2Controller, source_rate
+from elastream.elastic.ds2 import DS2Controller, cpu_is_full, source_rate
 from elastream.elastic.view import flow_view
 from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import Levels, SetReplicas
@@ -88,3 +88,18 @@ def test_a_sleeping_source_counts_its_sleep_as_waiting_for_input():
     stats = es.Runner(threads=1, elastic=False).run(flow, timeout=30).stats
     source = stats.operators["source"]
     assert source.read_blocked_s > 0.3  # most of its half second
+
+
+def two_full_processes() -> PeriodStats:
+    """The starved flow of :func:`one_thread_period`, its second process started and as busy as the first."""
+    period = one_thread_period()
+    busy = WorkerPeriod(index=1, busy_s=0.49, cpu_s=0.49, utilisation=0.98)
+    return replace(period, workers=(*period.workers, busy))
+
+
+def test_no_replica_is_added_while_every_process_fills_its_core():
+    placed = Levels(threads=(1, 1), replicas={"work": 1})
+    assert DS2Controller().decide(two_full_processes(), placed, MACHINE) == []  # it would only move the work
+    assert DS2Controller().decide(two_full_processes(), HELD, MACHINE) != []    # a held process has CPU to give
+    assert cpu_is_full(two_full_processes(), placed, MACHINE)
+    assert not cpu_is_full(one_thread_period(), placed, MACHINE)              # process 1 idles: it can take work

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+from gated_source import Gated
 
 import elastream as es
 from elastream.ordered.replicate import merge_name, replica_name, split_name
@@ -21,18 +22,11 @@ pytestmark = pytest.mark.timeout(120)
 N = 6_000
 
 
-def gated(gate: threading.Event, after: int = 500):
-    """``(key, i)`` tuples; after the first ``after`` the source waits for ``gate`` (the test's decisions)."""
-    for i in range(N):
-        if i == after:
-            gate.wait(30.0)
-        yield (i % 31, i)
-
-
-def two_units(source) -> es.Flow:
+def two_units(gate: threading.Event | None = None) -> es.Flow:
+    """src (stopping after 500 tuples until ``gate`` opens) → a (stateless) → x (keyed) → out: two units."""
     flow = es.Flow("placed-units")
-    (flow.source(es.ops.FromIterable(source), name="src")
-         .map(lambda e: (e[0], e[1] * 3), name="a")
+    (flow.source(Gated(N, {500: gate} if gate is not None else {}), name="src")
+         .map(lambda i: (i % 31, i * 3), name="a")
          .key_by(lambda e: e[0])
          .process(lambda count, e: (count + 1, [(e[0], e[1], count + 1)]), state=int, name="x")
          .sink(es.ops.Collect(), name="out"))
@@ -40,14 +34,12 @@ def two_units(source) -> es.Flow:
 
 
 def sequential() -> list:
-    gate = threading.Event()
-    gate.set()
-    return es.Runner(processes=1, elastic=False).run(two_units(gated(gate))).outputs["out"]
+    return es.Runner(processes=1, elastic=False).run(two_units()).outputs["out"]
 
 
 def test_each_unit_starts_whole_in_its_home_and_spreads_when_asked():
     gate = threading.Event()
-    handle = es.Runner(processes=2, elastic=es.Elastic(period_s=30)).start(two_units(gated(gate)))
+    handle = es.Runner(processes=2, elastic=es.Elastic(period_s=30)).start(two_units(gate))
     try:
         assert isinstance(handle.inner, ProcessRunHandle)
         levels = handle.loop.levels
@@ -69,7 +61,5 @@ def test_each_unit_starts_whole_in_its_home_and_spreads_when_asked():
 
 
 def test_a_run_left_to_itself_gives_the_sequential_output():
-    gate = threading.Event()
-    gate.set()
-    result = es.Runner(processes=2).run(two_units(gated(gate)), timeout=60)
+    result = es.Runner(processes=2).run(two_units(), timeout=60)
     assert result.outputs["out"] == sequential()

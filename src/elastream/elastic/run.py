@@ -130,7 +130,8 @@ def start_elastic(inner: Any, elastic: Elastic, *, threads: int, processes: int,
                   written: Collection[str] | None = None) -> ElasticRunHandle:
     """Wrap a just-started backend handle in an elastic run (``replicas``: the replicas taking work per
     unit; ``held``: the processes those replicas leave idle are held ready, :mod:`elastream.elastic.held`;
-    ``bypassed``: units run through bypasses until they spread, :mod:`elastream.runtime.bypass`; ``written``: the user's operator names, when the run replicates units under other names)."""
+    ``bypassed``: units run through bypasses until they spread, :mod:`elastream.runtime.bypass`;
+    ``written``: the user's operator names, when the run replicates units under other names)."""
     fused = tuple(tuple(chain) for chain in getattr(inner, "fused", ()))
     counts = dict(replicas) if isinstance(replicas, dict) else {}
     levels = Levels(threads=(threads,) * processes, replicas=counts, fused=fused, held=held, bypassed=bypassed)

@@ -249,14 +249,20 @@ class DS2Controller:
 
 
 def cpu_is_full(period: PeriodStats, levels: Levels, machine: Machine) -> bool:
-    """True when every process works and their worker threads used :data:`FULL_CPU_SHARE` of the cores or more:
-    no replica can add CPU (a process held ready still can).
+    """True when every process works and their worker threads used :data:`FULL_CPU_SHARE` of the cores or more,
+    over the time they ran: no replica can add CPU (a process held ready still can).
+
+    Over the time they ran, since a run's first period starts before its threads do and a worker
+    process's threads start later still: a flow filling both cores from the start must not read as
+    half idle then, and a worker not reporting yet is no evidence of room.
 
     Example: two processes, one thread each, 0.97 s of CPU over a 0.5 s period on 2 cores → True.
     """
     if levels.working_processes < levels.processes or period.period_s <= 0:
         return False
-    return period.cpu_s() >= FULL_CPU_SHARE * machine.cores * period.period_s
+    capacity = machine.cores * period.period_s
+    alive = period.alive_s()
+    return period.cpu_s() >= FULL_CPU_SHARE * (capacity if alive is None else min(capacity, alive))
 
 
 def grow_decisions(view: FlowView, sizing: dict[str, Sizing], caps: dict[str, int],

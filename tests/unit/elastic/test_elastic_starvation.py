@@ -102,4 +102,9 @@ def test_no_replica_is_added_while_every_process_fills_its_core():
     assert DS2Controller().decide(two_full_processes(), placed, MACHINE) == []  # it would only move the work
     assert DS2Controller().decide(two_full_processes(), HELD, MACHINE) != []    # a held process has CPU to give
     assert cpu_is_full(two_full_processes(), placed, MACHINE)
+    # A first period: the worker process's thread ran 0.1 s of it, busy all along; room it never had.
+    first = one_thread_period()
+    late = WorkerPeriod(index=1, busy_s=0.1, cpu_s=0.1, utilisation=0.2, alive_s=0.1)
+    first = replace(first, workers=(replace(first.workers[0], alive_s=0.5), late))
+    assert cpu_is_full(first, placed, MACHINE)
     assert not cpu_is_full(one_thread_period(), placed, MACHINE)              # process 1 idles: it can take work

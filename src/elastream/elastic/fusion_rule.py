@@ -97,7 +97,7 @@ class FusionRule:
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None = None) -> list[Decision]:
         """Unfuse and Fuse decisions turning ``levels.fused`` into each plan's chains at its process's level."""
-        if levels.held or levels.bypassed or not levels.threads:
+        if levels.chains_as_built or not levels.threads:
             return []                      # parts hosting units' bypasses stay as built
         decisions: list[Decision] = []
         for process, plan in enumerate(self.plans[:levels.processes]):

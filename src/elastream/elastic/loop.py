@@ -195,7 +195,7 @@ def is_supported(decision: Decision, levels: Levels) -> bool:
     if isinstance(decision, SetThreads):
         return True
     if isinstance(decision, (Fuse, Unfuse)):
-        return not (levels.held or levels.bypassed)  # parts hosting units' bypasses keep their chains as built
+        return not levels.chains_as_built
     return isinstance(decision, SetReplicas) and decision.operator in levels.replicas
 
 

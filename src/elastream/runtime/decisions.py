@@ -151,6 +151,11 @@ class Levels:
     bypassed: bool = False
 
     @property
+    def chains_as_built(self) -> bool:
+        """True when the parts host units' bypasses (held or bypassed): no Fuse / Unfuse applies."""
+        return self.held or self.bypassed
+
+    @property
     def processes(self) -> int:
         """Worker processes (the parent included), held ones too."""
         return len(self.threads)

@@ -16,6 +16,11 @@ over repeats are reported. Per shape and phase: elastic ÷ best static throughpu
 in steady state, the periods the elastic run took to converge, its level changes
 per 10 periods in steady state, the longest reconfiguration pause and the
 timeline PNG. Every run's output is checked (count; order for the chains).
+
+With two processes in the sweep, one more static run, never ranked, runs the layout plain ``Runner()``
+settles on (:func:`held_layout`), so one invocation splits plain ``Runner()``'s gap to the best static
+configuration into what the elastic mechanism costs (elastic ÷ that run) and what its layout costs
+(that run ÷ best static).
 """
 
 from __future__ import annotations
@@ -40,6 +45,9 @@ from elastream.bench._elastic_measure import (check_output, convergence, drain_s
                                               SteadyRate, steady_rates, tuple_arrivals)
 from elastream.elastic import register_controller
 from elastream.elastic.combined import CombinedController
+from elastream.elastic.units import replication_units
+from elastream.graph.flow import Flow
+from elastream.ordered.replicate import merge_name, replica_name, split_name
 
 GILS = ("hold", "release")
 #: C-Stream's adaptation (§4.1 threads by utilisation beside §4.2's replicas, here DS2's), U_h = 0.95 and
@@ -47,6 +55,8 @@ GILS = ("hold", "release")
 #: pure-Python operators; C-Stream's replicas are what reach the best static configuration there.
 UH95 = "utilization+ds2"
 UH90 = "utilization-uh90+ds2"
+#: The static run of plain Runner()'s settled layout (:func:`held_layout`).
+HELD_LAYOUT = "static held layout p=2"
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +70,10 @@ class Config:
     fuse: bool = True
     replicas: bool = False
     controller: str = "auto"
+    held_layout: bool = False
+    """A static run of the layout plain ``Runner()`` settles on (:func:`held_layout`): never the best static
+    configuration, but the elastic run ÷ this run is what the elastic mechanism costs, and this run ÷ the best
+    static is what that layout costs."""
 
     def runner(self, shape: Shape) -> es.Runner:
         """The Runner for this configuration."""
@@ -67,6 +81,32 @@ class Config:
         replicas = {name: 2 for name in shape.busy_names()} if self.replicas else None
         return es.Runner(threads=self.threads, processes=self.processes, elastic=elastic, replicas=replicas,
                          scheduling=es.SchedulingConfig(fuse=self.fuse))
+
+    def prepared(self, shape: Shape, gil: str, phase_s: float) -> tuple[Flow, es.Runner]:
+        """A fresh flow of ``shape`` and the Runner that runs it in this configuration."""
+        flow = shape.build(gil, phase_s)
+        if self.held_layout:
+            return held_layout(flow, self.processes or 2)
+        return flow, self.runner(shape)
+
+
+def held_layout(flow: Flow, processes: int) -> tuple[Flow, es.Runner]:
+    """Plain ``Runner()``'s layout once every unit has spread, as a static run: the flow's units (fused
+    chains, replicable operators) with replica ``r`` of each in process ``r`` and everything else — the
+    source, the sink, every unit's split and merge — in process 0, one thread per process.
+
+    Plain ``Runner()`` holds worker processes ready and starts in one (:mod:`elastream.elastic.held`); its
+    operators cannot move between processes while the flow runs, so spreading a unit adds replicas in the
+    other processes and keeps the rest where it started. A static plan can instead give each process whole
+    units, which this layout cannot reach.
+    """
+    unit_flow, counts = replication_units(flow, processes)
+    placement = {name: 0 for name in unit_flow.operators}
+    for unit, count in counts.items():
+        placement[split_name(unit)] = placement[merge_name(unit)] = 0
+        placement.update({replica_name(unit, r): r % processes for r in range(count)})
+    runner = es.Runner(threads=1, processes=processes, elastic=False, replicas=counts, placement=placement)
+    return unit_flow, runner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -104,6 +144,8 @@ def configs_for(shape: Shape, args: argparse.Namespace) -> list[Config]:
                                       fuse=fuse == "on"))
     if shape.ordered and not args.no_replicas:
         configs.append(Config("static t=1 p=2 replicas=2", False, 1, 2, replicas=True))
+    if 2 in args.processes and not args.no_replicas:
+        configs.append(Config(HELD_LAYOUT, False, 1, 2, held_layout=True))
     return configs
 
 
@@ -118,8 +160,7 @@ def phase_seconds(args: argparse.Namespace) -> tuple[float, int]:
 
 def run_one(shape: Shape, gil: str, config: Config, phase_s: float) -> dict[str, Any]:
     """Run ``shape`` once under ``config``; measure every phase, check the output."""
-    flow = shape.build(gil, phase_s)
-    runner = config.runner(shape)
+    flow, runner = config.prepared(shape, gil, phase_s)
     began = perf_counter()
     try:
         result = runner.run(flow, timeout=shape.phases * phase_s * 4 + 60)
@@ -203,6 +244,7 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
                                    for p in r["phases"] if p["phase"] == phase])
         static = {c.label: medians(c.label, "steady_tuples_per_s") for c in configs if not c.elastic}
         static = {k: v for k, v in static.items() if v is not None}
+        layout = static.pop(HELD_LAYOUT, None)  # a diagnostic run, not a configuration to beat
         best = max(static, key=static.__getitem__) if static else None
         elastic = []
         for c in (c for c in configs if c.elastic):
@@ -214,6 +256,7 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
             elastic.append({
                 "config": c.label, "steady_tuples_per_s": rate,
                 "ratio_to_best_static": rate / static[best] if rate and best else None,
+                "ratio_to_held_layout": rate / layout if rate and layout else None,
                 # The same ratio by the earlier definitions (figures to compare with reports made with them):
                 # the sink window's arrivals with the tail counted, and without it.
                 "ratio_with_tail": ratio("with_tail_tuples_per_s"),
@@ -226,7 +269,8 @@ def summarize(configs: list[Config], rows: list[dict[str, Any]]) -> list[dict[st
                 "not_applied": dict(sum((Counter(p.get("not_applied", {})) for p in phase_rows), Counter())),
                 "steady_levels": next((p.get("steady_levels") for p in reversed(phase_rows)), None)})
         out.append({"phase": phase, "best_static": best, "best_static_tuples_per_s": static.get(best),
-                    "static": static, "elastic": elastic})
+                    "static": static, "elastic": elastic, "held_layout_tuples_per_s": layout,
+                    "held_layout_to_best_static": layout / static[best] if layout and best else None})
     return out
 
 
@@ -329,6 +373,9 @@ def shape_table(shape: dict[str, Any]) -> Table:
         table.add_section()
         table.add_row(str(phase["phase"]), f"best static: {phase['best_static']}",
                       fmt(phase["best_static_tuples_per_s"], 0), "1.00", "", "", "", "", "")
+        if phase.get("held_layout_tuples_per_s"):
+            table.add_row("", f"{HELD_LAYOUT} (diagnostic)", fmt(phase["held_layout_tuples_per_s"], 0),
+                          fmt(phase["held_layout_to_best_static"], 2), "", "", "", "", "")
         for e in phase["elastic"]:
             levels = e["steady_levels"]
             table.add_row("", e["config"], fmt(e["steady_tuples_per_s"], 0), fmt(e["ratio_to_best_static"], 2),

@@ -9,6 +9,9 @@ from pytest import approx
 import elastream as es
 from elastream.metrics.period import period_between
 from elastream.metrics.stats import FlowStats, OperatorStats, WorkerStats
+from elastream.metrics.timeline import entry_from_period
+from elastream.processes.merge_stats import merge_stats
+from elastream.runtime.decisions import Levels
 
 
 def op_stats(name: str, tuples_in: int, tuples_out: int, busy_s: float) -> OperatorStats:
@@ -34,6 +37,34 @@ def test_a_period_holds_deltas_and_the_true_rate_per_busy_second():
     assert f.selectivity == 0.5 and f.cost_per_tuple_s == approx(0.0005)
     worker = period.workers[0]
     assert worker.busy_s == approx(0.5) and worker.utilisation == approx(0.25) and worker.cpu_share == approx(0.5)
+
+
+def _worker(busy: float, alive_s: float, alive: bool = True) -> WorkerStats:
+    return WorkerStats(index=0, alive=alive, busy_s=busy, idle_s=0.0, alive_s=alive_s, dispatches=1,
+                       utilisation=0.0, cpu_s=busy)
+
+
+def _parts(*parts: tuple[WorkerStats, ...], elapsed: float) -> FlowStats:
+    return merge_stats([FlowStats(elapsed, len(p), "p", {}, p) for p in parts], elapsed, 2, [], {})
+
+
+def test_a_thread_added_in_process_0_leaves_the_other_processes_threads_matched():
+    # Process 0 gains a thread between the snapshots: process 1's thread moves from number 1 to 2.
+    before = _parts((_worker(1.0, 2.0),), (_worker(1.5, 2.0),), elapsed=2.0)
+    after = _parts((_worker(1.5, 3.0), _worker(0.2, 0.5)), (_worker(2.5, 3.0),), elapsed=3.0)
+    assert [(w.index, w.process) for w in after.workers] == [(0, 0), (1, 0), (2, 1)]
+    period = period_between(before, after)
+    assert [w.busy_s for w in period.workers] == approx([0.5, 0.2, 1.0])  # not process 1's whole 2.5 s
+    assert period.busy_s() == approx(1.7) and period.cpu_s() == approx(1.7)
+
+
+def test_a_retired_thread_stays_listed_and_leaves_the_timelines_mean_utilisation():
+    before = _parts((_worker(1.0, 2.0), _worker(0.5, 1.0)), (_worker(1.5, 2.0),), elapsed=2.0)
+    after = _parts((_worker(2.0, 3.0), _worker(0.5, 1.0, alive=False)), (_worker(2.5, 3.0),), elapsed=3.0)
+    period = period_between(before, after)
+    assert [w.alive_s for w in period.workers] == approx([1.0, 0.0, 1.0])
+    entry = entry_from_period(period, Levels(threads=(1, 1)))
+    assert entry.utilisation == approx(1.0)  # the two threads that ran, each busy all the period
 
 
 def test_the_first_period_counts_from_the_start():

@@ -139,8 +139,25 @@ def period_between(before: FlowStats | None, after: FlowStats) -> PeriodStats:
     start = before.elapsed_s if before is not None else 0.0
     period = max(0.0, after.elapsed_s - start)
     old_ops = before.operators if before is not None else {}
-    old_workers = {w.index: w for w in before.workers} if before is not None else {}
+    old_workers = dict(zip(_worker_keys(before.workers), before.workers)) if before is not None else {}
     return PeriodStats(
         start_s=start, period_s=period,
         operators={name: _operator_delta(old_ops.get(name), op) for name, op in after.operators.items()},
-        workers=tuple(_worker_delta(old_workers.get(w.index), w, period) for w in after.workers))
+        workers=tuple(_worker_delta(old_workers.get(key), w, period)
+                      for key, w in zip(_worker_keys(after.workers), after.workers)))
+
+
+def _worker_keys(workers: tuple[WorkerStats, ...]) -> list[tuple[int, int]]:
+    """Each worker's (process, place in its process's list): what names one thread in every snapshot.
+
+    A multi-process run numbers its workers across the processes, so a thread added in process 0
+    moves every later process's numbers; a process only appends to its list (a retired thread
+    stays listed), so the place in it does not move.
+    """
+    seen: dict[int, int] = {}
+    keys = []
+    for w in workers:
+        place = seen.get(w.process, 0)
+        seen[w.process] = place + 1
+        keys.append((w.process, place))
+    return keys

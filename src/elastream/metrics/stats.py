@@ -86,6 +86,8 @@ class WorkerStats:
     cpu_s: float = 0.0
     """CPU time the worker's thread used while running operators. Well below
     ``busy_s`` means it mostly waited for the GIL: more threads will not help."""
+    process: int = 0
+    """The process the thread runs in (0: this one); a multi-process run numbers ``index`` across them."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,7 +81,8 @@ def entry_from_period(period: PeriodStats, levels: Levels, decisions: Iterable[A
     """
     span = period.period_s
     emitted = sum(op.tuples_out for op in period.operators.values() if op.kind == SOURCE_KIND)
-    workers = period.workers
+    # A retired thread stays listed (its process's numbering holds still), idle: leave it out of the mean.
+    workers = [w for w in period.workers if w.alive_s is None or w.alive_s > 0]
     return TimelineEntry(
         at_s=period.start_s + span, period_s=span, throughput=emitted / span if span > 0 else 0.0,
         levels=levels, utilisation=sum(w.utilisation for w in workers) / len(workers) if workers else 0.0,

@@ -33,7 +33,7 @@ def merge_stats(parts: Sequence[FlowStats | None], elapsed_s: float, threads: in
     operators: dict[str, OperatorStats] = {}
     workers = []
     policy = "?"
-    for part in parts:
+    for process, part in enumerate(parts):
         if part is None:
             continue
         policy = part.policy
@@ -43,7 +43,8 @@ def merge_stats(parts: Sequence[FlowStats | None], elapsed_s: float, threads: in
                 known = operators.get(name)
                 operators[name] = op if known is None else add_operator_stats(known, op)
         for w in part.workers:
-            workers.append(w if w.index == len(workers) else replace(w, index=len(workers)))
+            same = w.index == len(workers) and w.process == process
+            workers.append(w if same else replace(w, index=len(workers), process=process))
     ordered = {name: operators[name] for name in order if name in operators}
     return FlowStats(elapsed_s=elapsed_s, threads=threads, policy=policy, operators=ordered,
                      workers=tuple(workers))

@@ -21,7 +21,8 @@ down to the most the graph can sustain.
 targets say is short in the same step — removes replicas a unit no longer
 needs (after SHRINK_PERIODS periods in a row say so), and names hot key groups
 instead of adding replicas that cannot help; nor does it add any while the
-workers already use the cores (:func:`cpu_is_full`). With worker processes held ready
+workers already use the cores (:func:`cpu_is_full`), or, every process started, until they have left
+CPU to spare for :data:`ROOM_PERIODS` periods in a row. With worker processes held ready
 it also sizes by what each process carries (:mod:`elastream.elastic.packing`).
 
 Threading: :func:`ds2_instances` is pure; a controller belongs to one elastic loop.
@@ -69,6 +70,11 @@ MIN_REMOTE_COST_S = 5e-6
 #: between full processes and add a split and a merge per batch (IBM Fig. 10 under ``Runner(processes=2)``: two
 #: whole chains fill both cores, as a static plan's do, yet each unit's input stays full).
 FULL_CPU_SHARE = 1.0 - TAU
+
+#: With every process started, a replica is added only after this many periods in a row with CPU to spare: one
+#: period's dip under FULL_CPU_SHARE (a pause of the machine's) spread IBM Fig. 10's whole chains under
+#: ``Runner(processes=2)`` with the GIL held in each of 3 runs, a layout that then ran 7-23% slower to the end.
+ROOM_PERIODS = 2
 
 #: A replica count proposed but not in force yet is not proposed again for this many periods: the run
 #: applies it at its next reconfiguration point, or refused it (the timeline says why), and repeating
@@ -192,6 +198,8 @@ class DS2Controller:
         self._periods = 0
         self._asked: dict[str, tuple[int, int, int]] = {}
         """Unit → (count proposed, its instances then, period of the proposal)."""
+        self._room = 0
+        """Periods in a row the workers left CPU to spare."""
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
         """Hot key groups newly seen, then replica counts for the units DS2 finds short or over-sized."""
@@ -204,11 +212,20 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        resized = [] if cpu_is_full(period, levels, machine) else (
+        resized = [] if not self._has_room(period, levels, machine) else (
             grow_decisions(view, sizing, caps, bottlenecks) or spread_decisions(view, sizing, levels, caps, self.tau))
         shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
         resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])
         return decisions + self._not_repeated(resized, view)
+
+    def _has_room(self, period: PeriodStats, levels: Levels, machine: Machine) -> bool:
+        """True when a replica could add CPU: one process runs, a process held ready idles, or every
+        process has run under :data:`FULL_CPU_SHARE` of the cores for :data:`ROOM_PERIODS` periods in a row."""
+        if cpu_is_full(period, levels, machine):
+            self._room = 0
+            return False
+        self._room += 1
+        return levels.working_processes < max(2, levels.processes) or self._room >= ROOM_PERIODS
 
     def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:
         """``resized`` without the proposals made less than REPEAT_PERIODS ago for a unit that has not changed."""

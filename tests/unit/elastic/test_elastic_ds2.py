@@ -10,7 +10,7 @@ from elastic_snapshots import chain_period, load_periods, op, replicated_period,
 from elastream.elastic.controller import Machine
 from elastream.elastic.ds2 import REPEAT_PERIODS, SHRINK_PERIODS, DS2Controller, ds2_instances, input_targets, source_rate
 from elastream.elastic.view import flow_view
-from elastream.metrics.period import PeriodStats
+from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import HotKey, Levels, SetReplicas
 
 EIGHT_CORES = Machine(cores=8, cpu_percent=40.0)
@@ -33,6 +33,25 @@ def test_ds2_sizes_the_slow_operator_of_a_chain_in_one_step():
     decisions = DS2Controller().decide(slow_chain_limited_by(5000.0), Levels(threads=(2,)), EIGHT_CORES)
     assert [(d.operator, d.count) for d in decisions] == [("slow", 2)]
     assert "bottleneck" in decisions[0].reason and "DS2" in decisions[0].reason
+
+
+def with_workers(period: PeriodStats, cpu_s: float) -> PeriodStats:
+    """``period`` run by two processes' threads that each used ``cpu_s`` of it."""
+    span = period.period_s
+    workers = tuple(WorkerPeriod(index=i, busy_s=span, cpu_s=cpu_s, utilisation=1.0, alive_s=span) for i in (0, 1))
+    return replace(period, workers=workers)
+
+
+def test_with_every_process_started_a_replica_waits_for_a_second_period_with_cpu_to_spare():
+    two = Levels(threads=(1, 1))
+    short = slow_chain_limited_by(5000.0)
+    controller = DS2Controller()
+    assert controller.decide(short, two, EIGHT_CORES) == []                              # one dip: a pause?
+    assert controller.decide(with_workers(short, short.period_s), two, EIGHT_CORES) == []  # full: count again
+    assert controller.decide(with_workers(short, 0.5 * short.period_s), two, EIGHT_CORES) == []
+    grown = controller.decide(short, two, EIGHT_CORES)                                  # a second in a row
+    assert [(d.operator, d.count) for d in grown] == [("slow", 2)]
+    assert DS2Controller().decide(short, Levels(threads=(1, 1), held=True), EIGHT_CORES) != []  # one held: at once
 
 
 @pytest.mark.parametrize(("source_rate", "replicas"), [(5000.0, 2), (7400.0, 3), (10000.0, 4)])

@@ -391,6 +391,18 @@ def test_wake_writer_refuses_an_fd_that_is_not_the_published_pipe(tmp_path):
         pipe.close()
 
 
+def test_a_wake_pipe_closed_under_a_sleeping_consumer_wakes_it_without_an_error():
+    from elastream.ipc._sync import WakePipe
+
+    pipe, woke = WakePipe(), []
+    sleeper = threading.Thread(target=lambda: woke.append(pipe.wait(10.0)))
+    sleeper.start()
+    time.sleep(0.05)
+    pipe.close()                 # as a ring closing in another thread does (a race once raised EBADF in the sleeper)
+    sleeper.join(5)
+    assert not sleeper.is_alive() and woke == [True]
+
+
 def test_blocking_write_times_out_then_succeeds_after_a_read(ring):
     ring.register_producer()
     while ring.try_write_batch([bytes(1000)]):

@@ -39,8 +39,15 @@ class WakePipe:
         self.inode = os.fstat(self.r).st_ino
 
     def wait(self, timeout: float) -> bool:
-        """Sleep until a producer writes (True) or ``timeout`` s pass (False); drains the pipe. Releases the GIL."""
-        ready, _, _ = select.select([self.r], [], [], max(0.0, timeout))
+        """Sleep until a producer writes (True) or ``timeout`` s pass (False); drains the pipe. Releases the GIL.
+
+        True also when the pipe was closed meanwhile (the ring closing from another thread): the caller
+        looks again and finds the ring closed.
+        """
+        try:
+            ready, _, _ = select.select([self.r], [], [], max(0.0, timeout))
+        except (OSError, ValueError):      # the read end closed under the sleep
+            return True
         if ready:
             self.drain()
         return bool(ready)
@@ -50,9 +57,12 @@ class WakePipe:
             os.read(self.r, 4096)          # more pending bytes only make the next wait return early
         except BlockingIOError:
             pass
+        except OSError:                    # closed by a ring closing in another thread: nothing to drain
+            pass
 
     def close(self) -> None:
-        for fd in (self.r, self.w):
+        # The write end first: a consumer sleeping in wait() sees end-of-file and leaves before the read end goes.
+        for fd in (self.w, self.r):
             try:
                 os.close(fd)
             except OSError:

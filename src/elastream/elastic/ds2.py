@@ -219,13 +219,12 @@ class DS2Controller:
         return decisions + self._not_repeated(resized, view)
 
     def _has_room(self, period: PeriodStats, levels: Levels, machine: Machine) -> bool:
-        """True when a replica could add CPU: one process runs, a process held ready idles, or every
-        process has run under :data:`FULL_CPU_SHARE` of the cores for :data:`ROOM_PERIODS` periods in a row."""
-        if cpu_is_full(period, levels, machine):
-            self._room = 0
-            return False
-        self._room += 1
-        return levels.working_processes < max(2, levels.processes) or self._room >= ROOM_PERIODS
+        """True when a replica could add CPU: the workers are not full (:func:`cpu_is_full`) and, with
+        several processes all started, have not been for :data:`ROOM_PERIODS` periods in a row."""
+        full = cpu_is_full(period, levels, machine)
+        all_started = levels.processes > 1 and levels.working_processes == levels.processes
+        self._room = self._room + 1 if all_started and not full else 0
+        return not full and (not all_started or self._room >= ROOM_PERIODS)
 
     def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:
         """``resized`` without the proposals made less than REPEAT_PERIODS ago for a unit that has not changed."""
@@ -277,9 +276,7 @@ def cpu_is_full(period: PeriodStats, levels: Levels, machine: Machine) -> bool:
     """
     if levels.working_processes < levels.processes or period.period_s <= 0:
         return False
-    capacity = machine.cores * period.period_s
-    alive = period.alive_s()
-    return period.cpu_s() >= FULL_CPU_SHARE * (capacity if alive is None else min(capacity, alive))
+    return period.cpu_s() >= FULL_CPU_SHARE * period.capacity_ran(machine.cores * period.period_s)
 
 
 def grow_decisions(view: FlowView, sizing: dict[str, Sizing], caps: dict[str, int],

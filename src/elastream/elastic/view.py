@@ -255,9 +255,7 @@ def _threads_saturated(period: PeriodStats, levels: Levels) -> bool:
     never found its source starved: busy 0.207 s of 0.245 s, of 0.216 s alive).
     """
     threads = sum(levels.threads[:max(1, levels.working_processes)])
-    capacity = threads * period.period_s
-    alive = period.alive_s()
-    return period.period_s > 0 and period.busy_s() >= SATURATED * (capacity if alive is None else min(capacity, alive))
+    return period.period_s > 0 and period.busy_s() >= SATURATED * period.capacity_ran(threads * period.period_s)
 
 
 def _with_starvation(source: Unit, span: float) -> Unit:

@@ -105,6 +105,12 @@ class PeriodStats:
         alive = [w.alive_s for w in self.workers]
         return None if not alive or None in alive else sum(alive)  # type: ignore[arg-type]
 
+    def capacity_ran(self, capacity_s: float) -> float:
+        """``capacity_s`` of worker time, or the seconds the workers ran when fewer (and known): a run's first
+        period starts before its threads do, and a worker process's threads start later still."""
+        alive = self.alive_s()
+        return capacity_s if alive is None else min(capacity_s, alive)
+
     def cpu_s(self) -> float:
         """CPU seconds of every worker over the period."""
         return sum(w.cpu_s for w in self.workers)

@@ -10,9 +10,9 @@ import pytest
 
 import elastream as es
 from elastream.elastic.config import Elastic, elastic_from
-from elastream.elastic.loop import ElasticLoop, Fixed, levels_after
+from elastream.elastic.loop import ElasticLoop, Fixed, levels_after, moves_whole
 from elastream.runtime.config import RunConfig
-from elastream.runtime.decisions import Applied, Levels, SetThreads
+from elastream.runtime.decisions import MOVED_WHOLE, Applied, Levels, SetReplicas, SetThreads
 from elastream.runtime.engine import start_threads
 
 
@@ -58,6 +58,14 @@ def test_levels_after_folds_in_only_what_took_effect():
     levels = Levels(threads=(1, 1))
     applied = [Applied(SetThreads(3, process=1), 0.0, True), Applied(SetThreads(2, process=0), 0.0, False, "no")]
     assert levels_after(levels, applied).threads == (1, 3)
+
+
+def test_levels_after_records_a_unit_moved_whole_only_when_it_moved():
+    levels = Levels(threads=(1, 1), replicas={"a": 1, "x": 1}, held=True)
+    move, keyed = SetReplicas("a", 1, replicas=(1,)), SetReplicas("x", 1, replicas=(1,))
+    after = levels_after(levels, [Applied(move, 0.0, True, MOVED_WHOLE), Applied(keyed, 0.0, True)])
+    assert after.moved == {"a": 1} and after.working_processes == 2
+    assert moves_whole(keyed, after) and not moves_whole(move, after)  # a unit moves once
 
 
 def test_a_step_applies_the_decisions_and_records_the_period():

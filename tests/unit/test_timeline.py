@@ -61,7 +61,7 @@ def test_the_timeline_round_trips_through_json():
                         "reason": "balance", "at_s": 4.0, "ok": False, "why": "no state",
                         "pause_ms": None}
     assert data["entries"][2]["levels"] == {"threads": [2, 2], "processes": 2, "held_processes": 0,
-                                          "replicas": {"work": 3}, "fused": []}
+                                          "replicas": {"work": 3}, "fused": [], "moved": {}}
     assert Timeline.from_json(data).entries == timeline.entries
 
 
@@ -73,6 +73,15 @@ def test_fusion_and_a_named_hot_key_round_trip_too():
     data = json.loads(json.dumps(timeline.to_json()))
     assert data["entries"][0]["decisions"][1]["fields"] == {"operator": "sum", "group": 3, "share": 0.8}
     assert Timeline.from_json(data).entries == timeline.entries
+
+
+def test_a_unit_moved_whole_round_trips_and_counts_its_process_as_working():
+    timeline = Timeline()
+    levels = Levels(threads=(1, 1), replicas={"a": 1, "b": 1}, held=True, moved={"b": 1})
+    timeline.record(period(0.0, 100), levels, ())
+    data = json.loads(json.dumps(timeline.to_json()))
+    assert data["entries"][0]["levels"]["moved"] == {"b": 1} and data["entries"][0]["levels"]["processes"] == 2
+    assert Timeline.from_json(data).entries[0].levels.moved == {"b": 1}
 
 
 def test_save_json_writes_the_file(tmp_path):

@@ -208,7 +208,7 @@ class DS2Controller:
         machine = machine_or_here(machine)
         view = flow_view(period, levels)
         named, hot = self.hot_keys.look(view.units.values())
-        caps = self.replica_caps(view, machine, hot)
+        caps = self.replica_caps(view, machine, hot | set(levels.moved))
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
@@ -249,8 +249,9 @@ class DS2Controller:
         return confirmed
 
     def replica_caps(self, view: FlowView, machine: Machine, hot: set[str]) -> dict[str, int]:
-        """The most instances of each replicable unit (a unit with a hot key group, or one lighter per
-        tuple than carrying a tuple to another process, keeps what it has: :data:`MIN_REMOTE_COST_S`)."""
+        """The most instances of each replicable unit (a unit with a hot key group or in ``hot`` (one moved
+        whole: runtime.bypass), or one lighter per tuple than carrying a tuple to another process, keeps
+        what it has: :data:`MIN_REMOTE_COST_S`)."""
         caps = {}
         for unit in view.units.values():
             if not unit.is_parallel:

@@ -30,7 +30,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import cloudpickle
@@ -129,13 +129,15 @@ def _picklable(flow: Flow, name: str) -> bool:
     return True
 
 
-def as_written(stats: FlowStats, units: Collection[str], operators: Collection[str]) -> FlowStats:
+def as_written(stats: FlowStats, units: Collection[str], operators: Collection[str],
+               moved: Mapping[str, int] | None = None) -> FlowStats:
     """``stats`` as the user's flow names its operators: each replicated unit's replicas summed under its name.
 
     ``units`` are the replicated units, ``operators`` the names in the user's flow. A unit that is an
     operator of the flow (``"count"``) is listed once, its replicas' counters added up; a fused
     chain's replicas (``"a+b+c#0"``) are left out once its members are listed on their own. The
     splits and merges stay: they are work the run did. The elastic loop reads the raw snapshot.
+    ``moved``: the units running whole in another process since (unit → its replica there).
     """
     out: dict[str, OperatorStats] = {}
     for name, op in stats.operators.items():
@@ -148,19 +150,23 @@ def as_written(stats: FlowStats, units: Collection[str], operators: Collection[s
         elif not all(member in stats.operators for member in unit.split(CHAIN_JOIN)):
             out[name] = op
     for unit in (u for u in units if u in out and u in operators):
-        out[unit] = _tuples_as_written(out[unit], stats, unit)
+        out[unit] = _tuples_as_written(out[unit], stats, unit, (moved or {}).get(unit))
     return dataclasses.replace(stats, operators=out)
 
 
-def _tuples_as_written(op: OperatorStats, stats: FlowStats, unit: str) -> OperatorStats:
+def _tuples_as_written(op: OperatorStats, stats: FlowStats, unit: str, moved: int | None = None) -> OperatorStats:
     """``op`` counting the unit's tuples as the user's operator would: what its bypass handled while
     it ran unreplicated, plus what its split took in and its merge gave out (a replica counts the
-    pieces it was sent)."""
+    pieces it was sent), plus, after it moved whole, what its replica ``moved`` handled (less the one
+    message that turned it into the operator: :mod:`elastream.runtime.bypass`)."""
     split, merge = stats.operators.get(split_name(unit)), stats.operators.get(merge_name(unit))
     if split is None or merge is None:
         return op
     bypass = stats.operators.get(unit)
     before_in, before_out = (bypass.tuples_in, bypass.tuples_out) if bypass is not None else (0, 0)
+    whole = stats.operators.get(replica_name(unit, moved)) if moved is not None else None
+    if whole is not None:
+        before_in, before_out = before_in + max(0, whole.tuples_in - 1), before_out + whole.tuples_out
     return dataclasses.replace(op, tuples_in=before_in + split.tuples_in, tuples_out=before_out + merge.tuples_out)
 
 

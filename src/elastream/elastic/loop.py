@@ -37,8 +37,8 @@ from elastream.elastic.config import Elastic
 from elastream.metrics.period import PeriodStats, period_between
 from elastream.metrics.stats import FlowStats
 from elastream.metrics.timeline import Timeline
-from elastream.runtime.decisions import (Applied, Decision, Fuse, Levels, SetProcesses, SetReplicas, SetThreads,
-                                         Unfuse, fused_after)
+from elastream.runtime.decisions import (MOVED_WHOLE, Applied, Decision, Fuse, Levels, SetProcesses, SetReplicas,
+                                         SetThreads, Unfuse, fused_after)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +143,7 @@ class ElasticLoop:
                 return False
             return True
         if isinstance(decision, SetReplicas):
-            return decision.count != self.levels.replicas.get(decision.operator)
+            return decision.count != self.levels.replicas.get(decision.operator) or moves_whole(decision, self.levels)
         return True
 
     def _say_once(self, line: str) -> None:
@@ -209,11 +209,22 @@ def levels_after(levels: Levels, applied: Sequence[Applied]) -> Levels:
     threads = list(levels.threads)
     replicas = dict(levels.replicas)
     fused = list(levels.fused)
+    moved = dict(levels.moved)
     for a in applied:
         if a.ok and isinstance(a.decision, SetThreads) and a.decision.process < len(threads):
             threads[a.decision.process] = a.decision.threads
         elif a.ok and isinstance(a.decision, SetReplicas) and a.decision.operator in replicas:
             replicas[a.decision.operator] = a.decision.count
+            if a.why == MOVED_WHOLE:
+                moved[a.decision.operator] = a.decision.replicas[0]  # type: ignore[index]
         elif a.ok and isinstance(a.decision, (Fuse, Unfuse)):
             fused = list(fused_after(fused, a.decision))
-    return replace(levels, threads=tuple(threads), replicas=replicas, fused=tuple(fused))
+    return replace(levels, threads=tuple(threads), replicas=replicas, fused=tuple(fused), moved=moved)
+
+
+def moves_whole(decision: SetReplicas, levels: Levels) -> bool:
+    """True for a decision that may run a held unit whole in another process (runtime.bypass): one replica, not
+    the first, in a run with processes held ready, for a unit that did not move yet. Its count may be the
+    unit's count already: it still changes where the unit runs."""
+    return (levels.held and decision.count == 1 and decision.replicas is not None and len(decision.replicas) == 1
+            and decision.replicas[0] != 0 and decision.operator not in levels.moved)

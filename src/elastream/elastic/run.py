@@ -62,7 +62,8 @@ class ElasticRunHandle:
     def _as_written(self, stats: FlowStats) -> FlowStats:
         if self.written is None:
             return stats
-        return as_written(stats, self.loop.levels.replicas.keys(), self.written)
+        levels = self.loop.levels
+        return as_written(stats, levels.replicas.keys(), self.written, levels.moved)
 
     def submit(self, decisions: Sequence[Decision]) -> list[Applied]:
         """Apply decisions of the caller's own (they go into the backend's timeline, not the loop's; the

@@ -302,6 +302,8 @@ def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict
     replicas = [o for o in workers if parse_replica_name(o.name) is not None]
     bypass = next((o for o in ops if o.name == name), None) if split is not None else None
     if bypass is not None and split.tuples_in == 0:
+        if name in levels.moved:  # moved whole into another process: its replica there counts tuples, not pieces
+            return _whole_unit(name, [bypass, *replicas], downstream, upstream, span), 0.0
         workers, replicas = [bypass], []  # a held unit running unreplicated (runtime.bypass): the bypass is it
     first, last = (workers[0], workers[-1]) if workers else (ops[0], ops[-1])
     if split is not None and merge is not None and replicas:
@@ -319,6 +321,21 @@ def _unit(name: str, ops: list[OperatorPeriod], levels: Levels, downstream: dict
         downstream=dict(downstream), upstream=upstream, key_group_load=load,
         handled=sum(o.tuples_out if o.kind == "source" else o.tuples_in for o in workers),
         backlog=first.queue_length), 0.0
+
+
+def _whole_unit(name: str, workers: list[OperatorPeriod], downstream: dict[str, int], upstream: tuple[str, ...],
+                span: float) -> Unit:
+    """A held unit that moved whole (runtime.bypass): its bypass until then, its replica in the other process
+    since (one after the other: their counters add up)."""
+    return Unit(
+        name=name, members=(name,), kind=_unit_kind(workers), instances=1,
+        tuples_in=sum(o.tuples_in for o in workers), tuples_out=sum(o.tuples_out for o in workers),
+        processed=sum(o.tuples_in for o in workers), busy_s=sum(o.busy_s for o in workers),
+        cpu_s=sum(o.cpu_s for o in workers), write_blocked_s=sum(o.write_blocked_s for o in workers),
+        read_blocked_s=sum(o.read_blocked_s for o in workers), input_congestion=0.0,
+        output_congestion=_fraction(max(o.write_blocked_s for o in workers), span),
+        downstream=dict(downstream), upstream=upstream, key_group_load=(),
+        handled=sum(o.tuples_in for o in workers), backlog=sum(o.queue_length for o in workers))
 
 
 def _replicated_unit(name: str, split: OperatorPeriod, merge: OperatorPeriod, replicas: list[OperatorPeriod],

@@ -149,9 +149,10 @@ from typing import Any
 from elastream.ipc._ring_consumer import RingConsumer
 from elastream.ipc._ring_format import (_ALIGN, _CTRL_WORDS, _M32, _MAGIC, _P_ABANDONED, _P_BYTES, _P_FLUSHES,
                                         _P_FULL, _P_PAYLOADS, _P_RECORDS, _P_REWRITES, _P_WAIT_NS, _SLOT_WORDS,
-                                        _VERSION, _W_BYTES_READ, _W_CAPACITY, _W_CREATOR_PID, _W_CREATOR_START,
-                                        _W_DATA_OFFSET, _W_EMPTY_RECOVERIES, _W_EXPECTED, _W_FAILED_SKIPPED,
-                                        _W_MAGIC, _W_MAX_OCCUPANCY, _W_MAX_PRODUCERS, _W_PAYLOADS_READ,
+                                        _VERSION, _W_BYTES_READ, _W_CAPACITY, _W_CONSUMER_PID, _W_CREATOR_PID,
+                                        _W_CREATOR_START, _W_DATA_OFFSET, _W_EMPTY_RECOVERIES, _W_EXPECTED,
+                                        _W_FAILED_SKIPPED, _W_MAGIC, _W_MAX_OCCUPANCY, _W_MAX_PRODUCERS,
+                                        _W_PAYLOADS_READ,
                                         _W_POLL_HITS, _W_POLL_WINDOWS, _W_PRODUCERS, _W_READ_POLL_NS,
                                         _W_READ_WAIT_NS, _W_RECORDS_READ, _W_RPOS, _W_SALT, _W_SEQUENCE_ERRORS,
                                         _W_STALL_US, _W_VERSION, _W_WPOS, RingClosedError, RingStats, _ringfast)
@@ -375,6 +376,12 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
             raise RingClosedError(f"ring {self.name} is closed")
 
     # -- statistics --------------------------------------------------------------------------------
+    @property
+    def has_consumer(self) -> bool:
+        """True once a consumer has claimed the ring (its first read): one word of shared memory, any thread."""
+        self._check_open()
+        return self._q[_W_CONSUMER_PID] != 0
+
     def statistics(self) -> RingStats:
         """A snapshot of the ring's counters (readable from any handle)."""
         self._check_open()

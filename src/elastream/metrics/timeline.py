@@ -175,7 +175,7 @@ def levels_from_json(data: dict[str, Any]) -> Levels:
     """The :class:`Levels` that ``Levels.to_json`` wrote."""
     return Levels(threads=tuple(data.get("threads", (1,))), replicas=dict(data.get("replicas", {})),
                   fused=tuple(tuple(chain) for chain in data.get("fused", ())),
-                  held=data.get("held_processes", 0) > 0)
+                  held=data.get("held_processes", 0) > 0, moved=dict(data.get("moved", {})))
 
 
 def _plain(value: Any) -> Any:

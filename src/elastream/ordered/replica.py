@@ -22,13 +22,15 @@ from time import perf_counter
 from elastream.operators.base import Driver, Operator, Status
 from elastream.operators.spec import PARALLEL_KINDS, Kind, OperatorSpec
 from elastream.ordered.early_export import take_back_exports
-from elastream.ordered.wire import END_SEQ, EXPORT_SEQ, STATE_SEQ
+from elastream.ordered.wire import END_SEQ, EXPORT_SEQ, STATE_SEQ, WHOLE_SEQ
 
 #: Seconds of work a replica does in one go. A keyed one looks for a key group's export request in between:
 #: the longest a move waits for the replica (moves hold their group's tuples, and the merge's output,
 #: meanwhile). A stateless one gives way in between (:meth:`OrderedReplica.run_piece_giving_way`).
 SLICE_S = 0.01
 MIN_SLICE = 16
+#: Most tuples a replica running its unit whole hands its operator at once (a port's worth, as a task would).
+WHOLE_BATCH = 256
 
 
 def is_one_to_one(op: Operator) -> bool:
@@ -139,6 +141,9 @@ class OrderedReplica(Operator):
                     # nothing more in hand the wait below lets them run anyway: giving way then would cost
                     # this replica one more activation per piece, only to find its input empty.
                     await ctx.give_way()
+            elif msg[0] == WHOLE_SEQ:
+                await self._run_whole(ctx, port, out)
+                return
             elif msg[0] == EXPORT_SEQ:
                 await out.push(self.export_partition(msg[1]))
             else:
@@ -154,6 +159,20 @@ class OrderedReplica(Operator):
         final = self.inner.on_inputs_closed()
         if final:
             await out.push((END_SEQ, self.index, list(final), False))
+
+    async def _run_whole(self, ctx, port, out) -> None:
+        """Run as the operator itself from now on: the unit moved into this process whole
+        (:mod:`elastream.runtime.bypass`), so its input brings the unit's tuples, not pieces, and what the
+        operator returns goes to the unit's consumer as it is, its end-of-input outputs too."""
+        on_batch, spec = self.inner.on_batch, {port: 1}
+        while len(port) or await ctx.wait_for_any(spec) is Status.DONE:
+            outputs = on_batch(port.pop_many(WHOLE_BATCH), 0)
+            if outputs:
+                await out.push_many(outputs)
+        if not ctx.shutdown_requested:
+            final = self.inner.on_inputs_closed()
+            if final:
+                await out.push_many(list(final))
 
     def bypass_operator(self) -> Operator:
         """The operator instance this replica runs, for a bypass to run until the unit spreads

@@ -37,6 +37,10 @@ from array import array
 
 #: ``seq`` codes of control messages (data pieces have ``seq >= 0``).
 END_SEQ, STATE_SEQ, EXPORT_SEQ, IMPORT_SEQ = -1, -2, -3, -4
+#: The message that turns a replica into its operator: its unit moved whole into the replica's process
+#: (:mod:`elastream.runtime.bypass`), and what follows on its input are the unit's tuples, not pieces.
+WHOLE_SEQ = -5
+WHOLE = (WHOLE_SEQ, 0, None, [])
 
 
 def in_batch(offsets: array | None, local: array) -> array:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from elastream.processes.messages import ControlResult
-from elastream.runtime.decisions import Decision, Fuse, MoveKeyGroups, SetReplicas, SetThreads, Unfuse
+from elastream.runtime.decisions import MOVED_WHOLE, Decision, Fuse, MoveKeyGroups, SetReplicas, SetThreads, Unfuse
 
 #: How long ``submit`` waits for a worker's answer before recording the decision as unanswered.
 REPLY_TIMEOUT_S = 5.0
@@ -96,6 +96,10 @@ def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
     """Let ``decision.count`` replicas of an operator take work (C-Stream §4.2, DS2's count): those it names,
     or the first ones.
 
+    A stateless unit still running through its bypass and asked for one replica in another process moves
+    there whole instead (:meth:`~elastream.runtime.bypass.Bypasses.move`): no split or merge is left on its
+    way. (A keyed one goes through its split, whose key groups carry their state.)
+
     The replicas are held ready (started with the run, one per process); the split in this part
     routes new batches only to the active ones from its next batch on, and one that leaves
     finishes what it holds, so no tuple is lost or reordered. A keyed split moves key groups, with
@@ -118,6 +122,13 @@ def set_active_replicas(handle: Any, decision: SetReplicas) -> ControlResult:
         if len(chosen) != decision.count or not all(0 <= r < split.n_outputs for r in chosen):
             return ControlResult(0, False, f"replicas {list(decision.replicas)} are not {decision.count} of "
                                            f"0..{split.n_outputs - 1}")
+    moved = handle.moved_to(decision.operator)
+    if moved is not None:
+        return ControlResult(0, chosen == [moved], MOVED_WHOLE if chosen == [moved] else
+                             f"{decision.operator!r} runs whole where its replica {moved} is: it cannot spread again")
+    if len(chosen) == 1 and chosen != [0] and split.key is None and handle.bypassed(decision.operator):
+        done, why, paused_s = handle.move(decision.operator, chosen[0])
+        return ControlResult(0, done, MOVED_WHOLE if done else why, pause_ms=paused_s * 1000.0 if done else None)
     paused_s = None  # no splice: the split changes its routing between two batches (the time taken is the pause)
     if chosen != [0]:
         spliced, why, paused_s = handle.splice(decision.operator)

@@ -11,6 +11,11 @@ closes the downstream port as any completed upstream operator would — unless
 the producer closed it *aborted* (its process was stopped before its input
 ended): then the receiver stops its own process's flow, so nothing downstream
 takes the cut for the end of the data. Both run in one worker at a time.
+
+A sender that fed a held unit's replica in another process can take over the
+unit's own input when the unit moves there whole (:meth:`RingSender.carry_whole`,
+called by :mod:`elastream.runtime.bypass` with the part's scheduler lock held): it
+first tells the replica to run as the operator itself, then sends the tuples.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 from elastream.ipc.codec import PickleCodec
 from elastream.ipc.ring import SharedRing
 from elastream.operators.base import Kind, Operator, Status
+from elastream.ordered.wire import WHOLE
 
 
 #: A receiver's nap on an empty ring while its process is busy (see RingReceiver._wait_for_data).
@@ -45,11 +51,35 @@ class RingSender(Operator):
         self.ring: Any = None
         self.codec = PickleCodec()
         self._ended = False
+        self._switching = False
+        """Its input was just replaced (a unit moved whole): the old one's end is not the stream's."""
+        self._ahead: list = []
+        """What goes before the next batch (the replica's switch to running its unit whole)."""
+        self._whole_tuples = 0
+        """Tuples a unit moved whole may have in the ring (0: not moved, or its allowance is set)."""
 
     def open(self, ctx) -> None:
         self.ring = SharedRing.attach(self.ring_name)
         self.ring.register_producer()
         self._ended = False
+
+    def carry_whole(self, in_flight: int) -> None:
+        """From now on carry a unit's own tuples to its replica, which the first message turns into the
+        operator; the caller has put the unit's input in place of this sender's and closed the old one.
+
+        At most about ``in_flight`` tuples wait in the ring (what the unit's input port holds), measured
+        in bytes by the first batch: a ring's default allowance is tens of thousands of small tuples, and
+        a unit running in another process behind that much would lag the others by seconds.
+        """
+        self._switching = True
+        self._ahead = [WHOLE]
+        self._whole_tuples = max(1, in_flight)
+
+    def peer_started(self) -> bool:
+        """True once the process reading this ring has started its part (its receiver claimed the ring): what
+        is sent is then taken up at once (runtime.bypass moves a unit there only then). Any thread."""
+        ring = self.ring
+        return ring is not None and ring.has_consumer
 
     async def process(self, ctx) -> None:
         port = ctx.inputs[0]
@@ -58,10 +88,21 @@ class RingSender(Operator):
         limit = ring.capacity if self.in_flight_bytes is None else self.in_flight_bytes
         pending = ring.pending_bytes
         while not ctx.shutdown_requested:
-            if await ctx.wait_for_any({port: 1}) is Status.OVER:
+            over = await ctx.wait_for_any({port: 1}) is Status.OVER
+            if over and self._switching and not ctx.shutdown_requested:
+                self._switching = False  # the old input ended: wait on the new one
+                continue
+            batch = [] if over else port.pop_many(self.batch_size)
+            if self._ahead and not ctx.shutdown_requested:
+                batch, self._ahead = self._ahead + batch, []
+            if over and not batch:
                 self._ended = not ctx.shutdown_requested
                 break
-            for payload in _fitting_payloads(encode, port.pop_many(self.batch_size), ring.max_record_bytes):
+            payloads = _fitting_payloads(encode, batch, ring.max_record_bytes)
+            if self._whole_tuples and len(batch) > 1:
+                limit = min(limit, _bytes_for(self._whole_tuples, len(batch), payloads))
+                self._whole_tuples = 0
+            for payload in payloads:
                 if pending() >= limit or not ring.try_write_batch([payload]):
                     # Back-pressure from the consuming process: park WRITE_BLOCKED; the
                     # poller retries the write itself, so when we resume it is done.
@@ -77,6 +118,12 @@ class RingSender(Operator):
             self.ring.close_producer(aborted=not self._ended)
             self.ring.close()
             self.ring = None
+
+
+def _bytes_for(tuples: int, batch: int, payloads: list) -> int:
+    """Bytes ``tuples`` take in a ring record, by what ``batch`` tuples encoded to in ``payloads``."""
+    size = sum(len(memoryview(part).cast("B")) for payload in payloads for part in payload)
+    return max(1, int(size * tuples / batch))
 
 
 def _fitting_payloads(encode: Any, batch: list, limit: int) -> list:

@@ -392,7 +392,8 @@ class ProcessRunHandle:
         if not 0 <= process < self.processes:
             return ControlResult(0, False, f"no process {process} in a run of {self.processes}")
         if process == 0:
-            if isinstance(decision, SetReplicas) and decision.count > 1 and self._held is not None:
+            if isinstance(decision, SetReplicas) and self._held is not None and \
+                    (decision.count > 1 or decision.replicas not in (None, (0,))):
                 self._held.ask()  # its replicas' workers start now; what it sends them waits in their rings
             return self._local.control(decision) if self._local is not None else ControlResult(0, False, "no part 0")
         if process > len(self._children):

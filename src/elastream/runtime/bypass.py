@@ -20,6 +20,15 @@ on empty inputs, costing nothing.
   goes to the consumer before anything the merge sends, and the merge takes
   over the consumer's buffer. From then on the split, the replicas and the
   merge run as built, the split numbering from its first batch.
+* A unit can instead move whole into the process of one of its replicas
+  (:meth:`Bypasses.move`, on a ``SetReplicas`` naming that one replica alone): the
+  ring sender that carried the split's pieces to that replica reads the unit's
+  input buffer from then on, as a static run's sender would, and the ring
+  receiver that brought the replica's results to the merge feeds the unit's
+  consumer; the replica runs as the operator itself (its first message says so).
+  No split, merge or piece is left on the way: a process whose units all moved
+  whole runs as a static plan of whole units would. The split, replica 0 and the
+  merge end with nothing; the unit cannot spread again.
 * A bypass that reaches the end of its input has ended the unit: its end
   outputs went to the consumer. Its completion closes the split's input, so
   the split, the replicas (those held in other processes too) and the merge
@@ -39,9 +48,9 @@ timeout; the completion hook runs under the scheduler's lock.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from time import perf_counter
+from time import perf_counter, sleep
 from typing import TYPE_CHECKING, Any
 
 from elastream.operators.base import FunctionOperator, Operator
@@ -58,6 +67,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: Longest wait for a bypass and its producers to be outside every worker before a splice gives up.
 SPLICE_TIMEOUT_S = 2.0
+#: Longest wait for the process a unit moves to to start its part (a held worker boots in about 0.1-0.5 s).
+MOVE_TIMEOUT_S = 5.0
+#: How often a move looks whether that process has started.
+PEER_POLL_S = 0.005
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,14 +124,16 @@ class _Bypass:
     split_capacity: int        # the split's input capacity, given back with its buffer
     consumer_capacity: int     # the consumer's input capacity as the merge needs it, given back at a splice
     spliced: bool = False
+    moved_to: int | None = None  # the replica now running the unit whole (Bypasses.move)
 
 
 class Bypasses:
     """The bypassed units of one running part (see the module docstring)."""
 
-    def __init__(self, bypasses: dict[str, _Bypass]):
+    def __init__(self, bypasses: dict[str, _Bypass], contexts: dict[str, Context] | None = None):
         self._by_unit = bypasses
         self.sched: Scheduler | None = None
+        self._contexts = contexts if contexts is not None else {}
 
     @classmethod
     def install(cls, compiled: CompiledFlow, specs: Sequence[BypassSpec], batch_size: int,
@@ -133,7 +148,7 @@ class Bypasses:
                     bypasses[spec.unit] = bypass
         if bypasses:
             relink(compiled.tasks)
-        return cls(bypasses)
+        return cls(bypasses, compiled.contexts)
 
     def attach(self, sched: Scheduler) -> None:
         """Leave the split, replica 0 and merge read-blocked, and hook each bypass's end (after the scheduler)."""
@@ -149,6 +164,11 @@ class Bypasses:
         b = self._by_unit.get(unit)
         return b is not None and not b.spliced
 
+    def moved_to(self, unit: str) -> int | None:
+        """The replica that runs ``unit`` whole since :meth:`move` (None: it did not move)."""
+        b = self._by_unit.get(unit)
+        return None if b is None else b.moved_to
+
     def splice(self, unit: str, timeout: float = SPLICE_TIMEOUT_S) -> tuple[bool, str, float]:
         """Put the split, replica 0 and merge of ``unit`` in its bypass's place (nothing to do unless bypassed).
 
@@ -158,13 +178,33 @@ class Bypasses:
         b = self._by_unit.get(unit)
         if b is None or b.spliced:
             return True, "", 0.0
-        sched = self.sched
+        return self._at_safe_point(b, (b.task,), perf_counter() + timeout, lambda: _splice_locked(self.sched, b))
+
+    def move(self, unit: str, replica: int, timeout: float = MOVE_TIMEOUT_S) -> tuple[bool, str, float]:
+        """Run bypassed ``unit`` whole where its replica ``replica`` runs, in another process (see the module
+        docstring). Returns (done, why not, how long the unit's stream stood still)."""
+        b = self._by_unit.get(unit)
+        if b is None or b.spliced:
+            return False, f"{unit!r} does not run through its bypass any more", 0.0
+        sender, receiver = _ring_ends(b, replica)
+        if sender is None or receiver is None:
+            return False, f"replica {replica} of {unit!r} does not run in another process", 0.0
         deadline = perf_counter() + timeout
+        if not _wait_for_peer(sender, deadline, self.sched):
+            return False, f"the process of replica {replica} of {unit!r} is still starting", 0.0
+        return self._at_safe_point(b, (b.task, sender, receiver), deadline,
+                                   lambda: _move_locked(self.sched, b, sender, receiver, replica, self._contexts))
+
+    def _at_safe_point(self, b: _Bypass, quiet: tuple[Task, ...], deadline: float,
+                       rewire: Callable[[], None]) -> tuple[bool, str, float]:
+        """Hold ``quiet`` (the bypass first), wait until no worker is inside any of them, ``rewire`` under the
+        scheduler's lock, then let them go: (done, why not, how long the unit's stream stood still)."""
+        sched = self.sched
         with sched.lock:
-            sched.held.add(b.task)
+            sched.held.update(quiet)
             sched.regrouping = True
             try:
-                while b.task.state is OperatorState.RUNNING:
+                while any(task.state is OperatorState.RUNNING for task in quiet):
                     left = deadline - perf_counter()
                     if left <= 0 or sched.shutdown_requested:
                         return False, _why_not(b, sched), 0.0
@@ -172,13 +212,14 @@ class Bypasses:
                 stopped = perf_counter()
                 if b.task.state is OperatorState.COMPLETED or sched.shutdown_requested:
                     return False, _why_not(b, sched), 0.0
-                _splice_locked(sched, b)
+                rewire()
                 relink(sched.tasks)
             finally:
-                sched.held.discard(b.task)
+                sched.held.difference_update(quiet)
                 sched.regrouping = False
-                if b.task.state is OperatorState.READY:
-                    add_ready(sched.ready, b.task)
+                for task in quiet:
+                    if task.state is OperatorState.READY:
+                        add_ready(sched.ready, task)
                 sched.cond.notify_all()
         return True, "", perf_counter() - stopped
 
@@ -262,9 +303,70 @@ def _splice_locked(sched: Scheduler, b: _Bypass) -> None:
         sched.make_ready_locked(b.consumer_buf.owner)
 
 
+def _ring_ends(b: _Bypass, replica: int) -> tuple[Task | None, Task | None]:
+    """The ring ends of ``replica`` in this part: the sender its split output feeds (it offers ``carry_whole``
+    and ``peer_started``), and the one ring receiver among the merge's publishers."""
+    outs = b.split.outputs
+    if not 0 < replica < len(outs) or len(outs[replica]) != 1:
+        return None, None
+    sender = outs[replica][0].owner
+    receivers = [t for t in b.merge.inputs[0].publishers if hasattr(t.op, "ring_name")]
+    if not hasattr(sender.op, "carry_whole") or len(receivers) != 1:
+        return None, None  # several replicas elsewhere: which receiver is whose is not known here
+    return sender, receivers[0]
+
+
+def _wait_for_peer(sender: Task, deadline: float, sched: Scheduler) -> bool:
+    """Wait, outside the lock, until the process on the other end of ``sender`` has started its part: moved
+    there before, the unit's stream would stand still for as long as that process boots (a worker held
+    ready starts with the decision that moves a unit to it)."""
+    started = sender.op.peer_started
+    while not started():
+        if perf_counter() >= deadline or sched.shutdown_requested:
+            return False
+        sleep(PEER_POLL_S)
+    return True
+
+
+def _move_locked(sched: Scheduler, b: _Bypass, sender: Task, receiver: Task, replica: int,
+                 contexts: dict[str, Context]) -> None:
+    """Rewire a quiescent bypass to the ring ends of ``replica`` (lock held; see :meth:`Bypasses.move`)."""
+    b.spliced, b.moved_to = True, replica  # before the bypass completes: its completion must not end the split
+    lent, old = b.task.inputs[0], sender.inputs[0]
+    b.split.outputs[replica] = []
+    old.publishers = [p for p in old.publishers if p is not b.split]
+    old.open_publishers, old.closed = 0, True  # the sender's wait on it ends: carry_whole has it wait on lent
+    lent.owner, sender.inputs = sender, [lent]
+    contexts[sender.name].inputs[0].read_from(lent)  # the port its running coroutine holds
+    sender.op.carry_whole(lent.capacity)  # the ring holds about what the unit's input port holds
+    b.task.inputs = [_waiting_buffer(b.task, lent)]
+    undelivered, b.task.pending = b.task.pending, []
+    for _, items, origin in undelivered:  # what the bypass had not delivered goes first
+        b.consumer_buf.force(items, origin, sched.now())
+    b.task.outputs = [[]]
+    merge_in = b.merge.inputs[0]
+    merge_in.publishers = [p for p in merge_in.publishers if p is not receiver]
+    receiver.outputs[0] = [b.consumer_buf]
+    b.consumer_buf.publishers = [receiver if p is b.task else p for p in b.consumer_buf.publishers]
+    end_handled = getattr(b.replica.op, "end_handled", None)
+    if end_handled is not None:
+        end_handled()  # replica 0's operator ran the unit until now: the moved replica gives the end outputs
+    sched.complete_locked(b.task)
+    if b.task.opened:
+        b.task.close()
+    sched.publisher_ended_locked(merge_in)  # the receiver's share of the merge's input
+    # The split's coroutine has not run: it reads its own waiting input, which ends now, so the split ends
+    # with nothing, then replica 0 and the merge.
+    b.split_context.inputs[0] = InputPort(b.split.inputs[0], b.split, 0)
+    sched.publisher_ended_locked(b.split.inputs[0])
+    sched.make_ready_locked(sender)
+    if undelivered and b.consumer_buf.owner.state is OperatorState.READ_BLOCKED:
+        sched.make_ready_locked(b.consumer_buf.owner)
+
+
 def _why_not(b: _Bypass, sched: Scheduler) -> str:
     if sched.shutdown_requested:
         return "the flow is shutting down"
     if b.task.state is OperatorState.COMPLETED:
         return f"{b.spec.unit!r} has reached the end of its input"
-    return f"{b.spec.unit!r} did not reach a safe point within {SPLICE_TIMEOUT_S} s"
+    return f"{b.spec.unit!r} did not reach a safe point in time"

@@ -41,6 +41,11 @@ class InputPort:
         self._task = task
         self.index = index
 
+    def read_from(self, buf: PortBuffer) -> None:
+        """Read ``buf`` from now on (a reconfiguration, the scheduler's lock held: runtime.bypass). A wait in
+        progress still watches the buffer it started on: the caller ends that one."""
+        self._buf = buf
+
     def pop(self) -> Any:
         """Remove and return the front tuple (IndexError when empty)."""
         buf = self._buf

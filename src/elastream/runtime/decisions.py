@@ -44,6 +44,11 @@ class SetReplicas:
     (:mod:`elastream.processes.replica_choice`)."""
 
 
+#: What an applied ``SetReplicas`` says when its unit moved whole into the one replica's process
+#: (:mod:`elastream.runtime.bypass`) rather than routing through its split: ``Applied.why``.
+MOVED_WHOLE = "moved whole into the replica's process"
+
+
 @dataclass(frozen=True, slots=True)
 class MoveKeyGroups:
     """Move the state and the future tuples of ``groups`` of ``operator`` to replica ``target``."""
@@ -141,7 +146,8 @@ class Levels:
     operators' names in flow order; ``held`` True when the processes beyond those the
     replicas use are held ready (``Runner()``: replica ``r`` of each unit runs in process ``r``,
     everything else in process 0); ``bypassed`` True when units run through bypasses until they
-    spread (the parts hosting them keep their chains as built).
+    spread (the parts hosting them keep their chains as built); ``moved`` the units running whole in
+    another process (unit → process: one replica there takes all its work).
     """
 
     threads: tuple[int, ...] = (1,)
@@ -149,6 +155,7 @@ class Levels:
     fused: tuple[tuple[str, ...], ...] = ()
     held: bool = False
     bypassed: bool = False
+    moved: dict[str, int] = field(default_factory=dict)
 
     @property
     def chains_as_built(self) -> bool:
@@ -165,10 +172,10 @@ class Levels:
         """Processes taking work: all of them, or with processes held ready those the replicas use."""
         if not self.held:
             return self.processes
-        return max([1, *self.replicas.values()])
+        return max([1, *self.replicas.values(), *(p + 1 for p in self.moved.values())])
 
     def to_json(self) -> dict:
         """A JSON-ready dict (for the timeline and monitoring)."""
         return {"threads": list(self.threads), "processes": self.working_processes,
                 "held_processes": self.processes - self.working_processes, "replicas": dict(self.replicas),
-                "fused": [list(chain) for chain in self.fused]}
+                "fused": [list(chain) for chain in self.fused], "moved": dict(self.moved)}

@@ -167,6 +167,19 @@ class ThreadRunHandle:
         (done, why not, seconds its stream stood still)."""
         return self.bypasses.splice(unit)
 
+    def move(self, unit: str, replica: int) -> tuple[bool, str, float]:
+        """Run held unit ``unit`` whole where its replica ``replica`` runs, in another process (if it is
+        bypassed): (done, why not, seconds its stream stood still)."""
+        return self.bypasses.move(unit, replica)
+
+    def bypassed(self, unit: str) -> bool:
+        """True while held unit ``unit`` runs through its bypass (unreplicated, in this part)."""
+        return self.bypasses.bypassed(unit)
+
+    def moved_to(self, unit: str) -> int | None:
+        """The replica that runs ``unit`` whole since :meth:`move` (None: it did not move)."""
+        return self.bypasses.moved_to(unit)
+
     def add_period_listener(self, listener: PeriodListener) -> None:
         """Call ``listener(PeriodStats)`` once per statistics period (on the monitor thread) while the flow runs."""
         if not self.periods.has_listeners:

@@ -18,9 +18,9 @@ per 10 periods in steady state, the longest reconfiguration pause and the
 timeline PNG. Every run's output is checked (count; order for the chains).
 
 With two processes in the sweep, one more static run, never ranked, runs the layout plain ``Runner()``
-settles on (:func:`held_layout`), so one invocation splits plain ``Runner()``'s gap to the best static
-configuration into what the elastic mechanism costs (elastic ÷ that run) and what its layout costs
-(that run ÷ best static).
+settles on (:func:`held_layout`): every unit replicated into the worker, its split and merge in process 0.
+So one invocation splits plain ``Runner()``'s gap to the best static configuration into what the elastic
+mechanism costs (elastic ÷ that run) and what its layout costs (that run ÷ best static).
 """
 
 from __future__ import annotations
@@ -91,14 +91,15 @@ class Config:
 
 
 def held_layout(flow: Flow, processes: int) -> tuple[Flow, es.Runner]:
-    """Plain ``Runner()``'s layout once every unit has spread, as a static run: the flow's units (fused
-    chains, replicable operators) with replica ``r`` of each in process ``r`` and everything else — the
-    source, the sink, every unit's split and merge — in process 0, one thread per process.
+    """Plain ``Runner()``'s layout once every unit has spread by replicas, as a static run: the flow's units
+    (fused chains, replicable operators) with replica ``r`` of each in process ``r`` and everything else —
+    the source, the sink, every unit's split and merge — in process 0, one thread per process.
 
-    Plain ``Runner()`` holds worker processes ready and starts in one (:mod:`elastream.elastic.held`); its
-    operators cannot move between processes while the flow runs, so spreading a unit adds replicas in the
-    other processes and keeps the rest where it started. A static plan can instead give each process whole
-    units, which this layout cannot reach.
+    Plain ``Runner()`` holds worker processes ready and starts in one (:mod:`elastream.elastic.held`).
+    Spreading a unit by replicas adds them in the other processes and keeps the split and the merge where
+    the unit started; a static plan can give each process whole units instead. A unit can move whole into
+    the worker while the flow runs (:meth:`~elastream.runtime.bypass.Bypasses.move`), but DS2 does not
+    choose that yet.
     """
     unit_flow, counts = replication_units(flow, processes)
     placement = {name: 0 for name in unit_flow.operators}

@@ -45,6 +45,11 @@ def test_sigkill_of_the_held_worker_while_key_groups_move_to_it(wait_until):
     assert handle.submit([SetReplicas("x", 2, reason="test")])[0].ok  # the held worker starts now
     wait_until(lambda: handle.inner.worker_pids[1:] and handle.inner.worker_pids[1], timeout=30,
                what="the held worker started")
+    killing_the_worker_fails_the_run_cleanly(handle)
+
+
+def killing_the_worker_fails_the_run_cleanly(handle) -> None:
+    """SIGKILL process 1: the run fails naming the signal, its loop thread ends, no process is left behind."""
     os.kill(handle.inner.worker_pids[1], signal.SIGKILL)
     with pytest.raises(WorkerProcessError) as info:
         handle.wait(timeout=30)

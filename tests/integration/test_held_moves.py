@@ -12,15 +12,14 @@ cleanly, naming the cause.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 
 import pytest
 
 import elastream as es
 from elastream.elastic.controller import available_cores
-from elastream.processes.worker_death import WorkerProcessError
 from elastream.runtime.decisions import MOVED_WHOLE, SetReplicas
+from test_held_failures import killing_the_worker_fails_the_run_cleanly
 from test_process_exits import assert_only_the_fork_server_remains, other_children  # noqa: F401 (autouse fixture)
 
 pytestmark = [pytest.mark.timeout(120),
@@ -115,12 +114,7 @@ def test_an_operator_error_in_a_moved_unit_names_the_operator():
 def test_sigkill_of_the_worker_a_unit_moved_to_fails_the_run_cleanly():
     handle = es.Runner().start(chain_flow(iter(int, 1)))  # endless
     assert handle.submit([MOVE])[0].ok
-    os.kill(handle.inner.worker_pids[1], signal.SIGKILL)
-    with pytest.raises(WorkerProcessError) as info:
-        handle.wait(timeout=30)
-    assert info.value.exitcode == -signal.SIGKILL
-    assert not handle.loop._thread.is_alive()
-    assert_only_the_fork_server_remains("forkserver")
+    killing_the_worker_fails_the_run_cleanly(handle)
 
 
 @pytest.mark.slow

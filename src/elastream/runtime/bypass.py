@@ -285,20 +285,37 @@ def _splice_locked(sched: Scheduler, b: _Bypass) -> None:
     b.split_context.inputs[0] = InputPort(lent, b.split, 0)  # the split has not run: its coroutine reads this
     b.task.inputs = [waiting]
     waiting.owner, waiting.open_publishers, waiting.closed = b.task, 0, True
+    b.merge.outputs[0] = [b.consumer_buf]
+    b.consumer_buf.capacity = b.consumer_capacity
+    undelivered = _hand_consumer_to(sched, b, b.merge)
+    took_over = getattr(b.split.op, "took_over", None)
+    if took_over is not None:
+        took_over(b.replica.op)  # e.g. the keys' first-seen order so far, which only the bypass saw
+    _complete(sched, b)
+    sched.make_ready_locked(b.split)
+    _wake_consumer(sched, b, undelivered)
+
+
+def _hand_consumer_to(sched: Scheduler, b: _Bypass, publisher: Task) -> bool:
+    """Give the bypass's consumer what the bypass had not delivered, then ``publisher`` in the bypass's place
+    (its output list must already hold the consumer's buffer); True when something was undelivered."""
     undelivered, b.task.pending = b.task.pending, []
     for _, items, origin in undelivered:
         b.consumer_buf.force(items, origin, sched.now())
     b.task.outputs = [[]]
-    b.merge.outputs[0] = [b.consumer_buf]
-    b.consumer_buf.capacity = b.consumer_capacity
-    b.consumer_buf.publishers = [b.merge if p is b.task else p for p in b.consumer_buf.publishers]
-    took_over = getattr(b.split.op, "took_over", None)
-    if took_over is not None:
-        took_over(b.replica.op)  # e.g. the keys' first-seen order so far, which only the bypass saw
+    b.consumer_buf.publishers = [publisher if p is b.task else p for p in b.consumer_buf.publishers]
+    return bool(undelivered)
+
+
+def _complete(sched: Scheduler, b: _Bypass) -> None:
+    """Mark the replaced bypass completed (its shared operator's close does nothing: replica 0 closes it)."""
     sched.complete_locked(b.task)
     if b.task.opened:
-        b.task.close()  # the shared operator's close does nothing: replica 0 closes it
-    sched.make_ready_locked(b.split)
+        b.task.close()
+
+
+def _wake_consumer(sched: Scheduler, b: _Bypass, undelivered: bool) -> None:
+    """Let the consumer take what the bypass had not delivered, should it be waiting for input."""
     if undelivered and b.consumer_buf.owner.state is OperatorState.READ_BLOCKED:
         sched.make_ready_locked(b.consumer_buf.owner)
 
@@ -340,28 +357,21 @@ def _move_locked(sched: Scheduler, b: _Bypass, sender: Task, receiver: Task, rep
     contexts[sender.name].inputs[0].read_from(lent)  # the port its running coroutine holds
     sender.op.carry_whole(lent.capacity)  # the ring holds about what the unit's input port holds
     b.task.inputs = [_waiting_buffer(b.task, lent)]
-    undelivered, b.task.pending = b.task.pending, []
-    for _, items, origin in undelivered:  # what the bypass had not delivered goes first
-        b.consumer_buf.force(items, origin, sched.now())
-    b.task.outputs = [[]]
     merge_in = b.merge.inputs[0]
     merge_in.publishers = [p for p in merge_in.publishers if p is not receiver]
     receiver.outputs[0] = [b.consumer_buf]
-    b.consumer_buf.publishers = [receiver if p is b.task else p for p in b.consumer_buf.publishers]
+    undelivered = _hand_consumer_to(sched, b, receiver)
     end_handled = getattr(b.replica.op, "end_handled", None)
     if end_handled is not None:
         end_handled()  # replica 0's operator ran the unit until now: the moved replica gives the end outputs
-    sched.complete_locked(b.task)
-    if b.task.opened:
-        b.task.close()
+    _complete(sched, b)
     sched.publisher_ended_locked(merge_in)  # the receiver's share of the merge's input
     # The split's coroutine has not run: it reads its own waiting input, which ends now, so the split ends
     # with nothing, then replica 0 and the merge.
     b.split_context.inputs[0] = InputPort(b.split.inputs[0], b.split, 0)
     sched.publisher_ended_locked(b.split.inputs[0])
     sched.make_ready_locked(sender)
-    if undelivered and b.consumer_buf.owner.state is OperatorState.READ_BLOCKED:
-        sched.make_ready_locked(b.consumer_buf.owner)
+    _wake_consumer(sched, b, undelivered)
 
 
 def _why_not(b: _Bypass, sched: Scheduler) -> str:

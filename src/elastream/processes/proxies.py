@@ -24,7 +24,7 @@ from time import perf_counter
 from typing import Any
 
 from elastream.ipc.codec import PickleCodec
-from elastream.ipc.ring import SharedRing
+from elastream.ipc.ring import RingClosedError, SharedRing
 from elastream.operators.base import Kind, Operator, Status
 from elastream.ordered.wire import WHOLE
 
@@ -79,7 +79,10 @@ class RingSender(Operator):
         """True once the process reading this ring has started its part (its receiver claimed the ring): what
         is sent is then taken up at once (runtime.bypass moves a unit there only then). Any thread."""
         ring = self.ring
-        return ring is not None and ring.has_consumer
+        try:
+            return ring is not None and ring.has_consumer
+        except RingClosedError:
+            return False  # closed by a shutdown meanwhile: the move gives up on the shutdown
 
     async def process(self, ctx) -> None:
         port = ctx.inputs[0]

@@ -587,6 +587,32 @@ def test_a_replicas_window_and_the_pieces_follow_what_its_recent_tuples_cost():
     assert sum(link.busy_s) / sum(link.done) == pytest.approx(5.3 / 503_750)   # the totals stay whole
 
 
+def test_the_work_a_replica_has_left_counts_the_time_it_worked_since_its_backlog_was_known():
+    from elastream.ordered.link import SplitMergeLink
+
+    link = SplitMergeLink(2, local=[0])
+    for r in (0, 1):
+        link.finished(r, 1000, 0.1)                         # both: 100 µs a tuple
+    link.sent = [1000 + 500, 1000 + 500]                   # 50 ms left in each, as the backlogs read
+    link.known_at = [10.0, 10.03]                          # replica 1's outputs came in 30 ms later
+    assert link.backlog_seconds(10.04) == pytest.approx([0.01, 0.04])
+    assert link.backlog_seconds(11.0) == [0.0, 0.0]        # never below nothing left
+
+
+def test_a_stateless_split_sends_the_ended_inputs_last_pieces_to_the_replica_with_least_work_left():
+    from elastream.ordered.link import SplitMergeLink
+
+    link = SplitMergeLink(2, local=[0])
+    split = OrderedSplit(2, link=link)
+    for r in (0, 1):
+        link.finished(r, 1000, 0.1)                        # both: 100 µs a tuple
+    link.sent = [1000 + 300, 1000 + 600]                  # 30 ms (a quarter of its window) and 60 ms (0.3)
+    now = time.perf_counter()
+    link.known_at = [now, now - 0.05]                      # replica 1 has worked 50 ms since: 10 ms left
+    split._ending = True
+    assert split._route_stateless(0, [1, 2])[0][0] == 1   # by the windows' fill, replica 0 would get it
+
+
 # -- the keyed routing loop: C extension and Python agree -------------------------------------------
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

@@ -242,6 +242,8 @@ class OrderedSplit(SplitBalancing, Operator):
 
     async def _send(self, outs: list, r: int, piece: tuple) -> None:
         if self.link is not None:
+            if self.link.sent[r] == self.link.done[r]:
+                self.link.known_at[r] = perf_counter()  # it starts on this piece now, not at its last outputs
             self.link.sent[r] += len(piece[3])
         await outs[r].push(piece)
 
@@ -315,8 +317,10 @@ class OrderedSplit(SplitBalancing, Operator):
             r = active[0]
         elif self.link is not None:  # join the shortest queue, measured in each replica's own time
             # Once the input has ended no operator upstream waits for this process's threads: a local
-            # replica is fed as readily as the others, and all of them run dry together.
-            fill = self.link.fill() if self._ending else self.link.preference()
+            # replica is fed as readily as the others, by the seconds of work each has left, so that all of
+            # them run dry together (12 x 100 us chain, 3,000 tuples on two processes: the two ended 30 ms
+            # apart in the median of 10 runs by the fill of their windows, 10 ms apart by seconds left).
+            fill = self.link.backlog_seconds(perf_counter()) if self._ending else self.link.preference()
             r = min(active, key=fill.__getitem__)
         else:
             r = active[self._rr % len(active)]

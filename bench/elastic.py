@@ -126,7 +126,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="static sweep: fusion")
     parser.add_argument("--no-replicas", action="store_true", help="leave the replicated static runs out")
     parser.add_argument("--timeline", metavar="JSON", default=None,
-                        help="write every elastic run's timeline (last repeat) to this JSON file")
+                        help="write every elastic run's timeline (every repeat) to this JSON file")
     parser.add_argument("--png", metavar="DIR", default=None,
                         help="directory for the timeline PNGs (default: a directory under the temp dir)")
 
@@ -227,7 +227,7 @@ def run_shape(shape: Shape, gil: str, args: argparse.Namespace, phase_s: float, 
             row = run_one(shape, gil, config, phase_s)
             timeline = row.pop("_timeline", None)
             if timeline is not None:
-                timelines[config.label] = timeline
+                timelines.setdefault(config.label, []).append((repeat, timeline))
             rows.append({"repeat": repeat, **row})
     return {"shape": shape.name, "gil": gil, "description": shape.description,
             "costs_us": [list(c) for c in shape.costs_us], "phase_s": phase_s, "runs": rows,
@@ -289,8 +289,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for gil in args.gil:
             result = run_shape(SHAPES[name], gil, args, phase_s, repeats)
             timelines = result.pop("_timelines")
-            result["png"] = draw(timelines, png_dir, f"{name}-{gil}")
-            all_timelines.update({f"{name}/{gil}/{label}": t.to_json() for label, t in timelines.items()})
+            result["png"] = draw({label: runs[-1][1] for label, runs in timelines.items()}, png_dir, f"{name}-{gil}")
+            all_timelines.update(timelines_by_key(f"{name}/{gil}", timelines))
             shapes.append(result)
     out = {"benchmark": "elastic", "phase_s": phase_s, "period_s": es.Elastic().period_s,
            "phase_periods": round(phase_s / es.Elastic().period_s), "repeats": repeats, "shapes": shapes,
@@ -299,6 +299,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         from elastream.metrics.status import write_json_atomic
 
         out["timeline"] = str(write_json_atomic(args.timeline, {"timelines": all_timelines}))
+    return out
+
+
+def timelines_by_key(prefix: str, timelines: dict[str, list]) -> dict[str, Any]:
+    """Every repeat's timeline as JSON: the last under ``prefix/label`` (the PNG's), earlier ones with
+    `` (repeat N)`` after it, so that one odd repeat can be looked at, not only the last."""
+    out = {}
+    for label, runs in timelines.items():
+        for i, (repeat, timeline) in enumerate(runs):
+            last = i == len(runs) - 1
+            out[f"{prefix}/{label}" + ("" if last else f" (repeat {repeat + 1})")] = timeline.to_json()
     return out
 
 

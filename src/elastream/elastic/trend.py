@@ -219,8 +219,11 @@ class TrendController:
 
     # -- helpers -------------------------------------------------------------------------------------
     def _note_context(self, levels: Levels) -> str:
-        """Untrust every record when the rest of the levels changed (processes, replicas, fusion): a new curve."""
-        context = (levels.processes, tuple(sorted(levels.replicas.items())), levels.fused)
+        """Untrust every record when the rest of the levels changed (processes, replicas, fusion, a unit moved
+        whole into another process): a new curve. A move keeps the unit's replica count (one), so without
+        ``moved`` here the throughput it brought read as the thread level's doing."""
+        context = (levels.working_processes, tuple(sorted(levels.replicas.items())), levels.fused,
+                   tuple(sorted(levels.moved.items())))
         previous, self._context = self._context, context
         if previous is None or previous == context:
             return ""

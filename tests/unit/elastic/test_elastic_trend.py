@@ -104,3 +104,16 @@ def test_threads_that_idle_most_of_the_period_get_no_company():
     light = workers_period(1, busy_each=0.6, cpu_each=0.6, tuples=1000)
     assert TrendController().decide(light, Levels(threads=(1,)), MACHINE) == []
     assert TrendController().decide(period_at(1, {1: 6000}), Levels(threads=(1,)), MACHINE)  # busy: explores
+
+
+def test_a_unit_moved_whole_into_another_process_is_a_new_curve():
+    """A move keeps the unit's replica count: the records must still be untrusted, or the throughput the move
+    brought would read as the thread level's doing."""
+    controller = TrendController()
+    before = Levels(threads=(2, 2), replicas={"b0": 1}, held=True)
+    for _ in range(8):
+        controller.decide(period_at(2, PEAK_AT_5 | {2: 6000}), before, MACHINE)
+    assert controller.records[2].trusted
+    moved = Levels(threads=(2, 2), replicas={"b0": 1}, held=True, moved={"b0": 1})
+    controller.decide(period_at(2, {2: 100}), moved, MACHINE)
+    assert not any(rec.trusted for rec in controller.records.values())

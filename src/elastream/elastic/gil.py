@@ -85,7 +85,12 @@ class GilReading:
 
 
 def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None) -> GilReading:
-    """The period's GIL reading, per process (the processes taken as alike: the workers are merged).
+    """The period's GIL reading: that of the process whose threads were busiest.
+
+    One process's threads can pile up on the GIL while another's do not: a unit moved whole into a worker
+    left process 0 with two threads busy on one core beside a worker with one, and their mean (1.5 threads
+    on one core) read as CPU-bound for a whole load phase. So each process is read on its own, and the one
+    with the most busy threads speaks for the level.
 
     Threads busy far off the CPU read as WAITING only on a machine whose CPU was
     measured and has room (``machine``): on a saturated machine, or one not
@@ -95,13 +100,16 @@ def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None
     Example: ``read_gil(period, Levels(threads=(1,))).regime is Regime.CPU`` for one busy thread.
     """
     span = period.period_s
-    processes = max(1, levels.working_processes)  # held-ready processes do nothing: they must not dilute it
-    if span <= 0:
+    if span <= 0 or not period.workers:
         return GilReading(0.0, 0.0, Regime.CPU)
-    busy = period.busy_s() / span / processes
-    cpu = period.cpu_s() / span / processes
+    per_process: dict[int, list[float]] = {}
+    for w in period.workers:
+        totals = per_process.setdefault(w.process, [0.0, 0.0])
+        totals[0] += w.busy_s
+        totals[1] += w.cpu_s
+    busy, cpu = max(per_process.values())
     room = machine is not None and machine.is_cpu_measured() and not machine.is_cpu_busy()
-    return GilReading(busy_threads=busy, cpu_cores=cpu, regime=_regime(busy, cpu, room))
+    return GilReading(busy_threads=busy / span, cpu_cores=cpu / span, regime=_regime(busy / span, cpu / span, room))
 
 
 def _regime(busy_threads: float, cpu_cores: float, cpu_has_room: bool) -> Regime:

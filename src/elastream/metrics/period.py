@@ -79,6 +79,8 @@ class WorkerPeriod:
     alive_s: float | None = None
     """Seconds of the period the thread was running (None: all of it). The first period of a run
     starts before its threads do: about 30 ms of a fifth of a second."""
+    process: int = 0
+    """The process the thread runs in (0: the parent)."""
 
     @property
     def cpu_share(self) -> float:
@@ -137,7 +139,8 @@ def _worker_delta(before: WorkerStats | None, after: WorkerStats, period_s: floa
     cpu = max(0.0, after.cpu_s - (before.cpu_s if before is not None else 0.0))
     alive = max(0.0, after.alive_s - (before.alive_s if before is not None else 0.0))
     return WorkerPeriod(index=after.index, busy_s=busy, cpu_s=cpu,
-                        utilisation=min(1.0, busy / period_s) if period_s > 0 else 0.0, alive_s=alive)
+                        utilisation=min(1.0, busy / period_s) if period_s > 0 else 0.0, alive_s=alive,
+                        process=after.process)
 
 
 def period_between(before: FlowStats | None, after: FlowStats) -> PeriodStats:

@@ -54,6 +54,18 @@ def test_readings_tell_cpu_gil_and_waiting_apart():
     assert read_gil(workers_period(1, 1.0, 0.3, 10), Levels(threads=(1,))).regime is Regime.CPU  # one thread: no evidence
 
 
+def test_the_process_whose_threads_pile_up_on_the_gil_speaks_for_the_level():
+    """Process 0 at two threads busy on one core beside a worker at one thread (a unit moved whole there):
+    the mean of the two (1.5 threads on one core) would read as CPU-bound."""
+    from elastream.metrics.period import PeriodStats, WorkerPeriod
+
+    workers = (WorkerPeriod(0, busy_s=0.95, cpu_s=0.5, utilisation=0.95, process=0),
+               WorkerPeriod(1, busy_s=0.95, cpu_s=0.5, utilisation=0.95, process=0),
+               WorkerPeriod(2, busy_s=1.0, cpu_s=1.0, utilisation=1.0, process=1))
+    reading = read_gil(PeriodStats(0.0, 1.0, workers=workers), Levels(threads=(2, 1), held=True, moved={"b": 1}))
+    assert reading.regime is Regime.GIL_BOUND and reading.busy_threads == pytest.approx(1.9)
+
+
 def test_operators_that_wait_with_the_gil_released_may_go_above_the_cores_while_throughput_rises():
     controller = UtilizationController()
     machine = Machine(cores=2, cpu_percent=20.0, max_threads=6)

@@ -17,10 +17,10 @@ in steady state, the periods the elastic run took to converge, its level changes
 per 10 periods in steady state, the longest reconfiguration pause and the
 timeline PNG. Every run's output is checked (count; order for the chains).
 
-With two processes in the sweep, one more static run, never ranked, runs the layout plain ``Runner()``
-settles on (:func:`held_layout`): every unit replicated into the worker, its split and merge in process 0.
-So one invocation splits plain ``Runner()``'s gap to the best static configuration into what the elastic
-mechanism costs (elastic ÷ that run) and what its layout costs (that run ÷ best static).
+With two processes in the sweep, one more static run, never ranked, runs the replicated layout plain
+``Runner()`` settles on where it cannot move units whole (:func:`held_layout`): every unit replicated into
+the worker, its split and merge in process 0. It shows what that layout costs against the best static
+configuration (where DS2 moves units whole, as on C-Stream Fig. 11, plain ``Runner()`` does not use it).
 """
 
 from __future__ import annotations
@@ -97,9 +97,9 @@ def held_layout(flow: Flow, processes: int) -> tuple[Flow, es.Runner]:
 
     Plain ``Runner()`` holds worker processes ready and starts in one (:mod:`elastream.elastic.held`).
     Spreading a unit by replicas adds them in the other processes and keeps the split and the merge where
-    the unit started; a static plan can give each process whole units instead. A unit can move whole into
-    the worker while the flow runs (:meth:`~elastream.runtime.bypass.Bypasses.move`), but DS2 does not
-    choose that yet.
+    the unit started; a static plan can give each process whole units instead, and so does DS2 where moving
+    whole units evens the processes out (:func:`elastream.elastic.packing.whole_moves`). This run is the
+    replicated layout, for units DS2 cannot move (one heavy fused chain, keyed units).
     """
     unit_flow, counts = replication_units(flow, processes)
     placement = {name: 0 for name in unit_flow.operators}

@@ -16,6 +16,15 @@ every other unit in process 0 at its measured load) against its threads:
   threads saturated — and process 0 would carry more than its threads, the
   unit with the largest share there gets one more replica, until process 0
   fits or no unit can grow.
+* **Move whole** (:func:`whole_moves`, tried first): on two processes, when
+  moving whole stateless units to the held process balances the two within
+  :data:`MOVE_IMBALANCE`, those units run there whole instead
+  (``SetReplicas(unit, 1, replicas=(1,))``, :mod:`elastream.runtime.bypass`): a
+  static plan of whole branches, with no split, merge or piece on the way. A
+  replicated layout runs every unit in both processes and all the splits and
+  merges in process 0, which cost C-Stream Fig. 11 (six branches) 4-7% against
+  the whole-branch plan. One heavy unit cannot be balanced by moving: it is
+  replicated, as before.
 * **Keep** (:func:`fits_after`): a replica is given back only if every process
   still fits, with DS2's shrink headroom, once the replica's measured work
   moves to the replicas that stay (:func:`held_loads`). Without this rule,
@@ -49,6 +58,11 @@ def unit_needs(view: FlowView, sizing: dict) -> dict[str, float]:
     return needs
 
 
+#: Moving whole units must leave the busiest process at most this much above the even share of the load
+#: (else the units are replicated): process 0 also runs the sources, the sinks and every unit not moved.
+MOVE_IMBALANCE = 0.15
+
+
 def process_loads(view: FlowView, needs: dict[str, float], counts: dict[str, int], processes: int,
                   moved: dict[str, int] | None = None) -> list[float]:
     """Busy seconds per second each process would carry with replica ``counts``: a held unit's need split
@@ -69,6 +83,32 @@ def process_loads(view: FlowView, needs: dict[str, float], counts: dict[str, int
     return loads
 
 
+def whole_moves(view: FlowView, needs: dict[str, float], counts: dict[str, int], levels: Levels,
+                caps: dict[str, int]) -> list[SetReplicas]:
+    """Stateless units to run whole in held process 1, largest need first, while that evens the two
+    processes out; none unless the busiest then carries at most MOVE_IMBALANCE above the even share."""
+    if levels.processes != 2:
+        return []  # which ring ends serve which replica is known here only with one other process
+    moved = dict(levels.moved)
+    loads = process_loads(view, needs, counts, 2, moved)
+    chosen = []
+    for name in sorted(counts, key=lambda n: -needs[n]):
+        unit = view.units[name]
+        if counts[name] != 1 or name in moved or unit.kind != "stateless" or caps.get(name, 1) < 2:
+            continue
+        if loads[1] + needs[name] < loads[0]:
+            loads[0] -= needs[name]
+            loads[1] += needs[name]
+            moved[name] = 1
+            chosen.append(name)
+    if not chosen or max(loads) > (1.0 + MOVE_IMBALANCE) * sum(loads) / 2:
+        return []
+    return [SetReplicas(name, 1, replicas=(1,), reason=(
+        f"process 0 would be busy {sum(loads):.2f} s per second at the sources' rate; {name!r} "
+        f"({needs[name]:.2f} of it) runs whole in held process 1, which then carries {loads[1]:.2f} "
+        f"against process 0's {loads[0]:.2f}")) for name in chosen]
+
+
 def spread_decisions(view: FlowView, sizing: dict, levels: Levels, caps: dict[str, int],
                      tau: float = TAU) -> list[SetReplicas]:
     """With processes held ready and a starved source: more replicas for the units with the largest share of
@@ -77,6 +117,9 @@ def spread_decisions(view: FlowView, sizing: dict, levels: Levels, caps: dict[st
         return []
     needs = unit_needs(view, sizing)
     counts = {name: view.units[name].instances for name in levels.replicas if name in view.units}
+    moves = whole_moves(view, needs, counts, levels, caps)
+    if moves:
+        return moves
     loads = process_loads(view, needs, counts, levels.processes, levels.moved)
     capacity, before = levels.threads[0], loads[0]
     grown: set[str] = set()

@@ -16,14 +16,22 @@ from elastic_snapshots import op
 from elastream.elastic.bottleneck import detect_bottlenecks
 from elastream.elastic.controller import Machine
 from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller
-from elastream.elastic.packing import fits_after, held_loads, process_loads
-from elastream.elastic.view import FlowView, flow_view
+from elastream.elastic.packing import fits_after, held_loads, process_loads, whole_moves
+from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import Levels, SetReplicas
 
 BRANCHES = [f"b{i}" for i in range(1, 7)]
 HELD = Levels(threads=(1, 1), replicas={b: 1 for b in BRANCHES}, held=True)
 MACHINE = Machine(cores=2, cpu_percent=50.0)
+
+
+def unit(name: str) -> Unit:
+    """A stateless one-in, one-out unit (a source for "src") of 1,000 tuples a second, 100 us each."""
+    return Unit(name=name, members=(name,), kind="source" if name == "src" else "stateless", instances=1,
+                tuples_in=1000, tuples_out=1000, processed=1000, busy_s=0.1, cpu_s=0.1, write_blocked_s=0.0,
+                read_blocked_s=0.0, input_congestion=0.0, output_congestion=0.0, downstream={}, upstream=(),
+                key_group_load=(), handled=1000, backlog=0)
 
 
 def six_branches(*, worker_busy: float = 0.49, branch_busy: float = 0.075) -> PeriodStats:
@@ -44,11 +52,29 @@ def test_no_single_unit_is_short_but_process_0_is_full():
     assert detect_bottlenecks(view) == []  # no congested port, no unit busy half the period
 
 
-def test_the_branches_spread_over_the_held_process_in_one_step():
+def test_half_the_branches_move_whole_to_the_held_process_in_one_step():
     decisions = DS2Controller().decide(six_branches(), HELD, MACHINE)
+    assert len(decisions) == 3  # process 0 keeps three branches, the source, the union and the sink
+    assert all(isinstance(d, SetReplicas) and d.count == 1 and d.replicas == (1,) for d in decisions)
+    assert "runs whole in held process 1" in decisions[0].reason
+
+
+def test_keyed_branches_spread_over_the_held_process_instead():
+    period = six_branches()
+    keyed = {name: replace(o, kind="partitioned") if name in BRANCHES else o for name, o in period.operators.items()}
+    decisions = DS2Controller().decide(replace(period, operators=keyed), HELD, MACHINE)
     assert all(isinstance(d, SetReplicas) and d.count == 2 for d in decisions)
-    assert len(decisions) >= 5  # process 0 keeps the source, the union and the sink besides its share
+    assert len(decisions) >= 5
     assert "process 0 would be busy" in decisions[0].reason
+
+
+def test_one_unit_carrying_most_of_the_work_is_replicated_not_moved():
+    needs = {"src": 0.05, "heavy": 1.6, "light": 0.2}
+    view = FlowView(period_s=1.0, units={name: unit(name) for name in ("src", "heavy", "light")})
+    levels = Levels(threads=(1, 1), replicas={"heavy": 1, "light": 1}, held=True)
+    assert whole_moves(view, needs, {"heavy": 1, "light": 1}, levels, {"heavy": 2, "light": 2}) == []
+    assert whole_moves(view, {**needs, "heavy": 0.9, "light": 0.8}, {"heavy": 1, "light": 1}, levels,
+                       {"heavy": 2, "light": 2})[0].operator == "heavy"
 
 
 def test_a_moved_unit_counts_in_its_process_and_keeps_its_one_instance():

@@ -74,6 +74,7 @@ def test_a_unit_moved_whole_gives_the_sequential_output_and_counts_its_operators
     assert result.timeline.entries[-1].levels.moved == {"a+b": 1}
     ops = result.stats.operators
     assert ops["a"].tuples_in == N and ops["b"].tuples_in == N and ops["b"].tuples_out == N // 2
+    assert ops["b"].sent == {"out": N // 2}  # the moved replica's ring is credited to the consumer, not the merge
 
 
 def test_a_unit_moved_whole_cannot_spread_again():

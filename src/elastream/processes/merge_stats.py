@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 
+from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
+from elastream.ordered.replicate import merge_name
 from elastream.processes.fused_members import add_operator_stats
 from elastream.processes.spec import is_proxy
+from elastream.runtime.decisions import MOVED_WHOLE, SetReplicas
 
 
 def merge_stats(parts: Sequence[FlowStats | None], elapsed_s: float, threads: int,
@@ -61,3 +64,20 @@ def _credit_proxies(op: OperatorStats, proxy_targets: Mapping[str, str]) -> Oper
         return op
     sent = {proxy_targets.get(dst, dst): n for dst, n in op.sent.items()}
     return replace(op, sent=sent)
+
+
+def credit_moved_unit(proxy_targets: dict[str, str], run_flow: Flow, decision: object, answer: object) -> None:
+    """Once ``decision`` moved a unit whole into another process (``answer.why`` is ``MOVED_WHOLE``), credit
+    what its replica there sends into the ring to the unit's consumer, which the ring's receiver now feeds,
+    not to the unit's merge: else the unit shows no edge to its consumer, and DS2 sizes that consumer
+    without the moved unit's tuples."""
+    if not (isinstance(decision, SetReplicas) and getattr(answer, "ok", False)
+            and getattr(answer, "why", "") == MOVED_WHOLE):
+        return
+    merge = merge_name(decision.operator)
+    consumer = next((c.dst for c in run_flow.connections if c.src == merge), None)
+    if consumer is None:
+        return
+    for sender, dst in list(proxy_targets.items()):
+        if dst == merge:
+            proxy_targets[sender] = consumer

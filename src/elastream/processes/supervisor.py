@@ -54,7 +54,7 @@ from elastream.processes.held_start import HeldWorkers, workers_can_wait
 from elastream.processes.spawn import create_rings, spawn_workers, warm_fork_server
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
-from elastream.processes.merge_stats import merge_stats
+from elastream.processes.merge_stats import credit_moved_unit, merge_stats
 from elastream.processes.part_reports import listing_every_operator, remote_error
 from elastream.processes.messages import (Control, ControlResult, Done, Failed, Final, PartMessage, RingsReady,
                                           Shutdown, Started, Stats, receive, send)
@@ -380,6 +380,7 @@ class ProcessRunHandle:
                 self._chains.regrouped(target_process(decision, self.assignment), decision)
             elif isinstance(decision, SetReplicas):
                 self._replicas.settle(decision, result.ok)
+                credit_moved_unit(self._proxy_targets, self.run_flow, decision, result)
             applied.append(Applied(decision, at, result.ok, result.why, result.pause_ms))
         self.timeline.extend(applied)
         return applied

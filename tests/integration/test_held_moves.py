@@ -77,6 +77,23 @@ def test_a_unit_moved_whole_gives_the_sequential_output_and_counts_its_operators
     assert ops["b"].sent == {"out": N // 2}  # the moved replica's ring is credited to the consumer, not the merge
 
 
+def test_a_unit_moves_whole_into_the_second_of_two_held_workers(monkeypatch):
+    """Three processes (two held workers): the move finds the ring ends of the replica it names by the
+    replica they carry, and the unit runs whole in process 2."""
+    monkeypatch.setattr("elastream.elastic.held.available_cores", lambda: 3)
+    gate = threading.Event()
+    handle = es.Runner().start(chain_flow(gated(N, gate)))
+    applied = handle.submit([SetReplicas("a+b", 1, reason="test", replicas=(2,))])[0]
+    gate.set()
+    result = handle.wait(timeout=60)
+    assert applied.ok and applied.why == MOVED_WHOLE, applied.why
+    assert result.outputs["out"] == [e * 3 for e in range(N) if e * 3 % 2 == 0]
+    assert result.timeline.entries[-1].levels.moved == {"a+b": 2}
+    assert result.stats.operators["b"].sent == {"out": N // 2}
+    parts = handle.part_stats()
+    assert len(parts) == 3 and parts[2].operators["a+b#2"].tuples_in > 0
+
+
 def test_a_unit_moved_whole_cannot_spread_again():
     handle, applied = moved_run(n=N)
     again = handle.submit([SetReplicas("a+b", 2, reason="test")])[0]

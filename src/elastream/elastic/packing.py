@@ -16,10 +16,10 @@ every other unit in process 0 at its measured load) against its threads:
   threads saturated — and process 0 would carry more than its threads, the
   unit with the largest share there gets one more replica, until process 0
   fits or no unit can grow.
-* **Move whole** (:func:`whole_moves`, tried first): on two processes, when
-  moving whole stateless units to the held process balances the two within
+* **Move whole** (:func:`whole_moves`, tried first): when moving whole
+  stateless units to the held processes balances them within
   :data:`MOVE_IMBALANCE`, those units run there whole instead
-  (``SetReplicas(unit, 1, replicas=(1,))``, :mod:`elastream.runtime.bypass`): a
+  (``SetReplicas(unit, 1, replicas=(p,))``, :mod:`elastream.runtime.bypass`): a
   static plan of whole branches, with no split, merge or piece on the way. A
   replicated layout runs every unit in both processes and all the splits and
   merges in process 0, which cost C-Stream Fig. 11 (six branches) 4-7% against
@@ -85,28 +85,31 @@ def process_loads(view: FlowView, needs: dict[str, float], counts: dict[str, int
 
 def whole_moves(view: FlowView, needs: dict[str, float], counts: dict[str, int], levels: Levels,
                 caps: dict[str, int]) -> list[SetReplicas]:
-    """Stateless units to run whole in held process 1, largest need first, while that evens the two
-    processes out; none unless the busiest then carries at most MOVE_IMBALANCE above the even share."""
-    if levels.processes != 2:
-        return []  # which ring ends serve which replica is known here only with one other process
-    moved = dict(levels.moved)
-    loads = process_loads(view, needs, counts, 2, moved)
-    chosen = []
-    for name in sorted(counts, key=lambda n: -needs[n]):
-        unit = view.units[name]
-        if counts[name] != 1 or name in moved or unit.kind != "stateless" or caps.get(name, 1) < 2:
-            continue
-        if loads[1] + needs[name] < loads[0]:
-            loads[0] -= needs[name]
-            loads[1] += needs[name]
-            moved[name] = 1
-            chosen.append(name)
-    if not chosen or max(loads) > (1.0 + MOVE_IMBALANCE) * sum(loads) / 2:
+    """Stateless units to run whole in the held processes, largest need first, each in the least loaded one
+    while that stays below process 0; none unless the busiest then carries at most MOVE_IMBALANCE above the
+    even share (replica ``p`` of a held unit runs in process ``p``: the move asks for that replica alone)."""
+    processes = levels.processes
+    if processes < 2:
         return []
-    return [SetReplicas(name, 1, replicas=(1,), reason=(
+    moved = dict(levels.moved)
+    loads = process_loads(view, needs, counts, processes, moved)
+    chosen: list[tuple[str, int]] = []
+    for name in sorted(counts, key=lambda n: -needs[n]):
+        target = min(range(1, processes), key=loads.__getitem__)
+        unit = view.units[name]
+        if counts[name] != 1 or name in moved or unit.kind != "stateless" or caps.get(name, 1) <= target:
+            continue
+        if loads[target] + needs[name] < loads[0]:
+            loads[0] -= needs[name]
+            loads[target] += needs[name]
+            moved[name] = target
+            chosen.append((name, target))
+    if not chosen or max(loads) > (1.0 + MOVE_IMBALANCE) * sum(loads) / processes:
+        return []
+    return [SetReplicas(name, 1, replicas=(p,), reason=(
         f"process 0 would be busy {sum(loads):.2f} s per second at the sources' rate; {name!r} "
-        f"({needs[name]:.2f} of it) runs whole in held process 1, which then carries {loads[1]:.2f} "
-        f"against process 0's {loads[0]:.2f}")) for name in chosen]
+        f"({needs[name]:.2f} of it) runs whole in held process {p}, which then carries {loads[p]:.2f} "
+        f"against process 0's {loads[0]:.2f}")) for name, p in chosen]
 
 
 def spread_decisions(view: FlowView, sizing: dict, levels: Levels, caps: dict[str, int],

@@ -42,9 +42,11 @@ class RingSender(Operator):
     kind = Kind.COROUTINE  # the engine's own ends of a ring
     urgent = True  # the consuming process may be idle until this runs (runtime.scheduler: Scheduler.urgent)
 
-    def __init__(self, ring_name: str, batch_size: int = 256, in_flight_bytes: int | None = None):
+    def __init__(self, ring_name: str, batch_size: int = 256, in_flight_bytes: int | None = None, peer: str = ""):
         super().__init__(inputs=1, outputs=0)
         self.ring_name = ring_name
+        self.peer = peer
+        """The operator its ring feeds in the other process (a replica's name: what a moved unit's ends share)."""
         self.batch_size = batch_size
         self.in_flight_bytes = in_flight_bytes
         """Most bytes the ring may hold before a write waits (None: what fits in it)."""
@@ -147,9 +149,11 @@ class RingReceiver(Operator):
 
     kind = Kind.COROUTINE  # the engine's own ends of a ring
 
-    def __init__(self, ring_name: str, max_records: int = 16):
+    def __init__(self, ring_name: str, max_records: int = 16, peer: str = ""):
         super().__init__(inputs=0, outputs=1)
         self.ring_name = ring_name
+        self.peer = peer
+        """The operator whose outputs its ring carries from the other process."""
         self.max_records = max_records
         self.ring: Any = None
         self._waiter: Any = None

@@ -221,11 +221,11 @@ def build_child_flow(spec: ChildSpec) -> Flow:
     for c in spec.connections:
         flow.connect(handles[c.src].out(c.src_port), handles[c.dst].in_(c.dst_port))
     for ce in spec.outgoing:
-        sender = flow.add(RingSender(ce.ring_name, batch_size=spec.batch_size,
+        sender = flow.add(RingSender(ce.ring_name, batch_size=spec.batch_size, peer=ce.conn.dst,
                                      in_flight_bytes=spec.config.process.ring_in_flight_bytes), name=ce.sender_name)
         flow.connect(handles[ce.conn.src].out(ce.conn.src_port), sender.in_(0))
     for ce in spec.incoming:
-        receiver = flow.add(RingReceiver(ce.ring_name), name=ce.receiver_name)
+        receiver = flow.add(RingReceiver(ce.ring_name, peer=ce.conn.src), name=ce.receiver_name)
         flow.connect(receiver.out(0), handles[ce.conn.dst].in_(ce.conn.dst_port))
     for name, (query, priority) in spec.query_tags.items():
         flow.tag_query(name, query=query, priority=priority)

@@ -322,14 +322,16 @@ def _wake_consumer(sched: Scheduler, b: _Bypass, undelivered: bool) -> None:
 
 def _ring_ends(b: _Bypass, replica: int) -> tuple[Task | None, Task | None]:
     """The ring ends of ``replica`` in this part: the sender its split output feeds (it offers ``carry_whole``
-    and ``peer_started``), and the one ring receiver among the merge's publishers."""
+    and ``peer_started``), and the ring receiver among the merge's publishers that carries that replica's
+    outputs (both name it as their ``peer``)."""
     outs = b.split.outputs
     if not 0 < replica < len(outs) or len(outs[replica]) != 1:
         return None, None
     sender = outs[replica][0].owner
-    receivers = [t for t in b.merge.inputs[0].publishers if hasattr(t.op, "ring_name")]
-    if not hasattr(sender.op, "carry_whole") or len(receivers) != 1:
-        return None, None  # several replicas elsewhere: which receiver is whose is not known here
+    peer = getattr(sender.op, "peer", None)
+    receivers = [t for t in b.merge.inputs[0].publishers if hasattr(t.op, "ring_name") and t.op.peer == peer]
+    if not hasattr(sender.op, "carry_whole") or not peer or len(receivers) != 1:
+        return None, None
     return sender, receivers[0]
 
 

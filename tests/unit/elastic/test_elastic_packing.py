@@ -59,6 +59,15 @@ def test_half_the_branches_move_whole_to_the_held_process_in_one_step():
     assert "runs whole in held process 1" in decisions[0].reason
 
 
+def test_with_two_held_processes_the_branches_move_to_the_least_loaded_one():
+    three = Levels(threads=(1, 1, 1), replicas={b: 1 for b in BRANCHES}, held=True)
+    decisions = DS2Controller().decide(six_branches(), three, Machine(cores=3, cpu_percent=30.0))
+    targets = [d.replicas for d in decisions]
+    assert all(isinstance(d, SetReplicas) and d.count == 1 for d in decisions)
+    assert sorted(targets) == [(1,), (1,), (2,), (2,)]  # two branches each; process 0 keeps two and the rest
+    assert targets[:2] == [(1,), (2,)]                   # in turn, to whichever carries least
+
+
 def test_keyed_branches_spread_over_the_held_process_instead():
     period = six_branches()
     keyed = {name: replace(o, kind="partitioned") if name in BRANCHES else o for name, o in period.operators.items()}

@@ -18,6 +18,7 @@ from elastream.graph.flow import Flow
 from elastream.metrics.stats import FlowStats, OperatorStats
 from elastream.ordered.replicate import merge_name
 from elastream.processes.fused_members import add_operator_stats
+from elastream.processes.messages import ControlResult
 from elastream.processes.spec import is_proxy
 from elastream.runtime.decisions import MOVED_WHOLE, SetReplicas
 
@@ -66,13 +67,13 @@ def _credit_proxies(op: OperatorStats, proxy_targets: Mapping[str, str]) -> Oper
     return replace(op, sent=sent)
 
 
-def credit_moved_unit(proxy_targets: dict[str, str], run_flow: Flow, decision: object, answer: object) -> None:
+def credit_moved_unit(proxy_targets: dict[str, str], run_flow: Flow, decision: SetReplicas,
+                      answer: ControlResult) -> None:
     """Once ``decision`` moved a unit whole into another process (``answer.why`` is ``MOVED_WHOLE``), credit
     what its replica there sends into the ring to the unit's consumer, which the ring's receiver now feeds,
     not to the unit's merge: else the unit shows no edge to its consumer, and DS2 sizes that consumer
     without the moved unit's tuples."""
-    if not (isinstance(decision, SetReplicas) and getattr(answer, "ok", False)
-            and getattr(answer, "why", "") == MOVED_WHOLE):
+    if not (answer.ok and answer.why == MOVED_WHOLE):
         return
     merge = merge_name(decision.operator)
     consumer = next((c.dst for c in run_flow.connections if c.src == merge), None)

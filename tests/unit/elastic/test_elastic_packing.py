@@ -15,8 +15,9 @@ from elastic_snapshots import op
 
 from elastream.elastic.bottleneck import detect_bottlenecks
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller
-from elastream.elastic.packing import fits_after, held_loads, process_loads, whole_moves
+from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller, ds2_instances
+from elastream.elastic.packing import (fits_after, held_loads, process_loads, spread_decisions, unit_needs,
+                                       whole_moves)
 from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import Levels, SetReplicas
@@ -66,6 +67,18 @@ def test_with_two_held_processes_the_branches_move_to_the_least_loaded_one():
     assert all(isinstance(d, SetReplicas) and d.count == 1 for d in decisions)
     assert sorted(targets) == [(1,), (1,), (2,), (2,)]  # two branches each; process 0 keeps two and the rest
     assert targets[:2] == [(1,), (2,)]                   # in turn, to whichever carries least
+
+
+def test_no_replica_goes_to_a_worker_already_as_busy_as_process_0():
+    """Three branches moved whole: process 0 is over its thread, but the worker is as busy; a replica would only
+    move work between the two (and add a split and a merge)."""
+    moved = replace(HELD, moved={b: 1 for b in BRANCHES[:3]})
+    both_full = tuple(WorkerPeriod(index=p, busy_s=0.49, cpu_s=0.49, utilisation=0.98, process=p) for p in (0, 1))
+    view = flow_view(replace(six_branches(branch_busy=0.16), workers=both_full), moved)  # 3 x 0.16 s each
+    caps = {b: 2 for b in BRANCHES}
+    sizing = ds2_instances(view, MACHINE, caps)
+    assert process_loads(view, unit_needs(view, sizing), {b: 1 for b in BRANCHES}, 2, moved.moved)[0] > 1.0
+    assert spread_decisions(view, sizing, moved, caps) == []
 
 
 def test_keyed_branches_spread_over_the_held_process_instead():

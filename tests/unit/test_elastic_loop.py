@@ -206,6 +206,27 @@ def test_the_pause_is_what_the_parts_measured_not_the_round_trip():
         handle.shutdown()
 
 
+class EndedParts:
+    """A handle whose parts have ended: every decision refused after a slow round trip."""
+
+    finished = threading.Event()
+
+    def submit(self, decisions):
+        time.sleep(0.05)
+        return [Applied(d, 0.0, False, "process 1 has ended") for d in decisions]
+
+
+def test_refused_decisions_pause_nothing():
+    """A flow ending as the period closes (IBM Fig. 10: 'process 0 has ended') once read as a 192 ms pause."""
+    handle = start_threads(endless_flow(), RunConfig(threads=1))
+    try:
+        loop = ElasticLoop(EndedParts(), Elastic(), [Scripted([SetThreads(2)])], Levels(threads=(1,)))
+        loop.step(handle.stats())
+        assert loop.timeline.entries[-1].pause_ms is None
+    finally:
+        handle.shutdown()
+
+
 def test_a_hold_that_ended_in_the_period_is_its_pause():
     from elastream.elastic.loop import with_holds
     from elastream.metrics.period import OperatorPeriod, PeriodStats

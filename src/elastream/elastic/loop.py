@@ -158,7 +158,8 @@ class ElasticLoop:
         The pause is the longest a part's reconfiguration point took (each backend measures its own:
         a thread joins or leaves between two batches, a split changes its routing between two
         batches, a regroup waits for its safe point); only where no part measured it, the time
-        around ``submit`` (then an upper bound, round trips to worker processes included).
+        around ``submit`` (then an upper bound, round trips to worker processes included). Decisions
+        refused (a part that has ended, one still starting) held nothing: alone, they pause nothing.
         """
         actionable = [d for d in decisions if is_applied_by_runtime(d) and is_supported(d, self.levels)]
         notes = [Applied(d, at_s, True, "recorded") for d in decisions if not is_applied_by_runtime(d)]
@@ -169,8 +170,9 @@ class ElasticLoop:
         began = perf_counter()
         applied = list(self.handle.submit(actionable))
         measured = [a.pause_ms for a in applied if a.pause_ms is not None]
-        pause_ms = max(measured) if measured else (perf_counter() - began) * 1000.0
-        return applied + notes, pause_ms
+        if measured:
+            return applied + notes, max(measured)
+        return applied + notes, (perf_counter() - began) * 1000.0 if any(a.ok for a in applied) else None
 
     def _not_supported(self, decisions: list[Decision], at_s: float) -> list[Applied]:
         """Decisions no backend applies yet, each recorded the first period it is proposed (not every period)."""

@@ -69,14 +69,6 @@ class GilReading:
     cpu_cores: float
     """CPU seconds per second per process: how many cores those threads actually used."""
     regime: Regime
-    mean_busy_threads: float | None = None
-    """Busy threads per working process, averaged over them (None: as ``busy_threads``): whether the
-    processes are busy enough, on the whole, for one more thread each to be worth trying."""
-
-    @property
-    def busy_on_average(self) -> float:
-        """:attr:`mean_busy_threads`, or :attr:`busy_threads` where no mean was taken."""
-        return self.busy_threads if self.mean_busy_threads is None else self.mean_busy_threads
 
     @property
     def cpu_share(self) -> float:
@@ -98,10 +90,7 @@ def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None
     One process's threads can pile up on the GIL while another's do not: a unit moved whole into a worker
     left process 0 with two threads busy on one core beside a worker with one, and their mean (1.5 threads
     on one core) read as CPU-bound for a whole load phase. So each process is read on its own, and the one
-    with the most busy threads speaks for the level (its GIL-bound threads send the level down). Whether to
-    try one more thread each reads the mean over the working processes (:attr:`GilReading.busy_on_average`):
-    read off the busiest, the trend controller explored IBM Fig. 10's threads under ``Runner(processes=2)``
-    twice after a change of load, and the second chain's replica came ten periods late.
+    with the most busy threads speaks for the level.
 
     Threads busy far off the CPU read as WAITING only on a machine whose CPU was
     measured and has room (``machine``): on a saturated machine, or one not
@@ -120,9 +109,7 @@ def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None
         totals[1] += w.cpu_s
     busy, cpu = max(per_process.values())
     room = machine is not None and machine.is_cpu_measured() and not machine.is_cpu_busy()
-    mean = period.busy_s() / span / max(1, levels.working_processes)  # held processes do nothing: not counted
-    return GilReading(busy_threads=busy / span, cpu_cores=cpu / span, regime=_regime(busy / span, cpu / span, room),
-                      mean_busy_threads=mean)
+    return GilReading(busy_threads=busy / span, cpu_cores=cpu / span, regime=_regime(busy / span, cpu / span, room))
 
 
 def _regime(busy_threads: float, cpu_cores: float, cpu_has_room: bool) -> Regime:

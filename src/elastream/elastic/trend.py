@@ -130,7 +130,7 @@ class TrendController:
         level = levels.threads[0]
         reading = read_gil(period, levels, machine)
         ceiling = self.gil.ceiling(reading, machine)
-        if reading.busy_on_average < UNDERUSED * level:
+        if reading.busy_threads < UNDERUSED * level:
             ceiling = min(ceiling, level)  # its threads idle most of the time: one more would only wait too
         ceiling = room_ceiling(ceiling, level, period, levels)  # one serial unit doing most of the work
         untrusted = self._note_context(levels)

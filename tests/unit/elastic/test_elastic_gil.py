@@ -66,19 +66,6 @@ def test_the_process_whose_threads_pile_up_on_the_gil_speaks_for_the_level():
     assert reading.regime is Regime.GIL_BOUND and reading.busy_threads == pytest.approx(1.9)
 
 
-def test_one_more_thread_each_is_tried_only_when_the_processes_are_busy_on_average():
-    from elastream.elastic.trend import TrendController
-    from elastream.metrics.period import PeriodStats, WorkerPeriod
-
-    workers = (WorkerPeriod(0, busy_s=0.95, cpu_s=0.95, utilisation=0.95, process=0),
-               WorkerPeriod(1, busy_s=0.5, cpu_s=0.5, utilisation=0.5, process=1))
-    period = PeriodStats(0.0, 1.0, operators=workers_period(1, 1.0, 1.0, 6000).operators, workers=workers)
-    levels = Levels(threads=(1, 1))
-    reading = read_gil(period, levels)
-    assert reading.busy_threads == pytest.approx(0.95) and reading.busy_on_average == pytest.approx(0.725)
-    assert TrendController().decide(period, levels, Machine(cores=4, cpu_percent=30.0)) == []  # no exploring
-
-
 def test_operators_that_wait_with_the_gil_released_may_go_above_the_cores_while_throughput_rises():
     controller = UtilizationController()
     machine = Machine(cores=2, cpu_percent=20.0, max_threads=6)

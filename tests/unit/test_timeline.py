@@ -96,6 +96,15 @@ def test_the_levels_panel_has_a_line_per_process_and_replicated_operator():
                       "replicas work": [1, 3, 3]}
 
 
+def test_the_levels_panel_counts_the_units_moved_whole():
+    timeline = Timeline()
+    held = Levels(threads=(1, 1), replicas={"a": 1, "b": 1}, held=True)
+    timeline.record(period(0.0, 1000), held)
+    timeline.record(period(1.0, 2000), Levels(threads=(1, 1), replicas={"a": 1, "b": 1}, held=True, moved={"a": 1}))
+    series = level_series(timeline.entries)
+    assert series["units moved whole"] == [0, 1] and series["processes"] == [1, 2]
+
+
 def test_plot_writes_a_png(tmp_path):
     path = sample_timeline().plot(tmp_path / "timeline.png", title="three periods")
     data = path.read_bytes()

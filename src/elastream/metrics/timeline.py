@@ -221,7 +221,8 @@ def _throughput_panel(ax: Any, entries: Sequence[TimelineEntry]) -> None:
 
 
 def level_series(entries: Sequence[TimelineEntry]) -> dict[str, list[int | None]]:
-    """The step lines of the levels panel, by label: threads per process, processes, replicas per operator.
+    """The step lines of the levels panel, by label: threads per process, processes, replicas per operator
+    and, once a unit moved whole into another process, how many did.
 
     Per-process thread lines appear once there is more than one process (None while a process did
     not exist); a replica line for every operator that had replicas in some period (1 where it had none).
@@ -237,6 +238,8 @@ def level_series(entries: Sequence[TimelineEntry]) -> dict[str, list[int | None]
     replicated = dict.fromkeys(name for e in entries for name in e.levels.replicas)
     for name in replicated:
         series[f"replicas {name}"] = [e.levels.replicas.get(name, 1) for e in entries]
+    if any(e.levels.moved for e in entries):  # a moved unit keeps one replica: its line alone would not show it
+        series["units moved whole"] = [len(e.levels.moved) for e in entries]
     return series
 
 

@@ -69,3 +69,12 @@ def create_rings(names: Iterable[str], ring_bytes: int) -> list[Any]:
     from elastream.ipc.ring import SharedRing
 
     return [SharedRing.create(ring_bytes, name=name, producers=1, prefault=False) for name in names]
+
+
+def remove_rings(rings: Iterable[Any]) -> None:
+    """Close and remove each ring segment :func:`create_rings` made (each removed even if closing fails)."""
+    for ring in rings:
+        try:
+            ring.close()
+        finally:
+            ring.unlink()

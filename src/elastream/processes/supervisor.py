@@ -51,7 +51,7 @@ from elastream.processes import forkserver, live_runs
 from elastream.processes.control import PendingReplies, target_process
 from elastream.processes.fused_members import RunChains, listed_operators, part_flows
 from elastream.processes.held_start import HeldWorkers, workers_can_wait
-from elastream.processes.spawn import create_rings, spawn_workers, warm_fork_server
+from elastream.processes.spawn import create_rings, remove_rings, spawn_workers, warm_fork_server
 from elastream.processes.local import LocalPart
 from elastream.processes.main_guard import check_main_guard, reimports_main
 from elastream.processes.merge_stats import credit_moved_unit, merge_stats
@@ -338,11 +338,7 @@ class ProcessRunHandle:
     def unlink_rings(self) -> None:
         """Remove the run's ring segments (once: the supervisor and an exit hook may both call it)."""
         rings, self._rings = self._rings, []
-        for ring in rings:
-            try:
-                ring.close()
-            finally:
-                ring.unlink()
+        remove_rings(rings)
 
     # -- control -----------------------------------------------------------------------------
     def request_shutdown(self) -> None:

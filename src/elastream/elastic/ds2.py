@@ -42,7 +42,7 @@ from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_ba
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
 from elastream.elastic.packing import fits_after, spread_decisions
-from elastream.elastic.view import FlowView, Unit, flow_view
+from elastream.elastic.view import FlowView, Unit, flow_view, period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels, SetReplicas
 
@@ -75,6 +75,13 @@ FULL_CPU_SHARE = 1.0 - TAU
 #: period's dip under FULL_CPU_SHARE (a pause of the machine's) spread IBM Fig. 10's whole chains under
 #: ``Runner(processes=2)`` with the GIL held in each of 3 runs, a layout that then ran 7-23% slower to the end.
 ROOM_PERIODS = 2
+
+#: With every process started, a period whose flow throughput moved more than this from the period before does
+#: not count towards ROOM_PERIODS: after a change of load the queues still hold the old load's tuples, and one
+#: branch draining them while its sibling runs the new ones dry leaves CPU idle for a second or so (IBM Fig. 10's
+#: last phase under ``Runner(processes=2)``: a replica added then for a chain still on 40 µs tuples unbalanced the
+#: placed layout, which took 7-14 periods to recover).
+SETTLED_CHANGE = 0.2
 
 #: A replica count proposed but not in force yet is not proposed again for this many periods: the run
 #: applies it at its next reconfiguration point, or refused it (the timeline says why), and repeating
@@ -200,6 +207,8 @@ class DS2Controller:
         """Unit → (count proposed, its instances then, period of the proposal)."""
         self._room = 0
         """Periods in a row the workers left CPU to spare."""
+        self._throughput: float | None = None
+        """The flow's throughput the period before."""
 
     def decide(self, period: PeriodStats, levels: Levels, machine: Machine | None) -> list[Decision]:
         """Hot key groups newly seen, then replica counts for the units DS2 finds short or over-sized."""
@@ -220,11 +229,18 @@ class DS2Controller:
 
     def _has_room(self, period: PeriodStats, levels: Levels, machine: Machine) -> bool:
         """True when a replica could add CPU: the workers are not full (:func:`cpu_is_full`) and, with
-        several processes all started, have not been for :data:`ROOM_PERIODS` periods in a row."""
+        several processes all started, have not been for :data:`ROOM_PERIODS` settled periods in a row."""
         full = cpu_is_full(period, levels, machine)
         all_started = levels.processes > 1 and levels.working_processes == levels.processes
-        self._room = self._room + 1 if all_started and not full else 0
+        settled = self._load_settled(period)
+        self._room = self._room + 1 if all_started and not full and settled else 0
         return not full and (not all_started or self._room >= ROOM_PERIODS)
+
+    def _load_settled(self, period: PeriodStats) -> bool:
+        """True unless the flow's throughput moved more than :data:`SETTLED_CHANGE` from the period before."""
+        now, before = period_throughput(period), self._throughput
+        self._throughput = now
+        return before is None or before <= 0 or abs(now - before) <= SETTLED_CHANGE * before
 
     def _not_repeated(self, resized: list[SetReplicas], view: FlowView) -> list[SetReplicas]:
         """``resized`` without the proposals made less than REPEAT_PERIODS ago for a unit that has not changed."""

@@ -54,6 +54,19 @@ def test_with_every_process_started_a_replica_waits_for_a_second_period_with_cpu
     assert DS2Controller().decide(short, Levels(threads=(1, 1), held=True), EIGHT_CORES) != []  # one held: at once
 
 
+def test_with_every_process_started_a_period_after_a_change_of_load_is_no_evidence_of_room():
+    two = Levels(threads=(1, 1))
+    short, before = slow_chain_limited_by(5000.0), slow_chain_limited_by(5000.0)
+    before = replace(before, operators={name: replace(o, tuples_in=o.tuples_in * 3, tuples_out=o.tuples_out * 3)
+                                        for name, o in before.operators.items()})
+    controller = DS2Controller()
+    assert controller.decide(before, two, EIGHT_CORES) == []
+    assert controller.decide(short, two, EIGHT_CORES) == []     # a third of the throughput: old tuples draining?
+    assert controller.decide(short, two, EIGHT_CORES) == []     # settled: one period with room
+    grown = controller.decide(short, two, EIGHT_CORES)          # two settled periods with room
+    assert [(d.operator, d.count) for d in grown] == [("slow", 2)]
+
+
 @pytest.mark.parametrize(("source_rate", "replicas"), [(5000.0, 2), (7400.0, 3), (10000.0, 4)])
 def test_ds2_replicas_follow_the_rate_the_sources_can_send(source_rate, replicas):
     decisions = DS2Controller().decide(slow_chain_limited_by(source_rate), Levels(), EIGHT_CORES)

@@ -19,7 +19,7 @@ Threading: pure functions over immutable snapshots.
 
 Example::
 
-    reading = read_gil(period, Levels(threads=(4,)))
+    reading = read_gil(period)
     reading.regime is Regime.GIL_BOUND        # 4 busy threads, about one core of CPU
 """
 
@@ -84,7 +84,7 @@ class GilReading:
         return f"{self.busy_threads:.1f} threads busy on {self.cpu_cores:.2f} cores of CPU"
 
 
-def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None) -> GilReading:
+def read_gil(period: PeriodStats, machine: Machine | None = None) -> GilReading:
     """The period's GIL reading: that of the process whose threads were busiest.
 
     One process's threads can pile up on the GIL while another's do not: a unit moved whole into a worker
@@ -97,7 +97,7 @@ def read_gil(period: PeriodStats, levels: Levels, machine: Machine | None = None
     measured, a GIL-bound process also gets less than a core, and more threads
     would get no more CPU either way, so they read as GIL_BOUND.
 
-    Example: ``read_gil(period, Levels(threads=(1,))).regime is Regime.CPU`` for one busy thread.
+    Example: ``read_gil(period).regime is Regime.CPU`` for one busy thread.
     """
     span = period.period_s
     if span <= 0 or not period.workers:

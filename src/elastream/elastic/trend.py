@@ -128,7 +128,7 @@ class TrendController:
             return []
         machine = machine_or_here(machine)
         level = levels.threads[0]
-        reading = read_gil(period, levels, machine)
+        reading = read_gil(period, machine)
         ceiling = self.gil.ceiling(reading, machine)
         if reading.busy_threads < UNDERUSED * level:
             ceiling = min(ceiling, level)  # its threads idle most of the time: one more would only wait too

@@ -73,7 +73,7 @@ class UtilizationController:
             return []
         machine = machine_or_here(machine)
         level = levels.threads[0]
-        reading = read_gil(period, levels, machine)
+        reading = read_gil(period, machine)
         ceiling = self.gil.ceiling(reading, machine)
         ceiling = room_ceiling(ceiling, level, period, levels)  # one serial unit doing most of the work
         stepped = self.gil.step_down(reading, levels, machine)

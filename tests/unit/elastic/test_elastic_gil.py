@@ -44,14 +44,14 @@ def test_after_going_down_for_the_gil_the_level_stays_down(controller):
 
 
 def test_readings_tell_cpu_gil_and_waiting_apart():
-    assert read_gil(workers_period(2, 1.0, 1.0, 10), Levels(threads=(2,))).regime is Regime.CPU
-    assert read_gil(workers_period(4, 1.0, 0.25, 10), Levels(threads=(4,))).regime is Regime.GIL_BOUND
+    assert read_gil(workers_period(2, 1.0, 1.0, 10)).regime is Regime.CPU
+    assert read_gil(workers_period(4, 1.0, 0.25, 10)).regime is Regime.GIL_BOUND
     waiting = workers_period(4, 1.0, 0.05, 10)
-    assert read_gil(waiting, Levels(threads=(4,)), Machine(cores=2, cpu_percent=20.0)).regime is Regime.WAITING
+    assert read_gil(waiting, Machine(cores=2, cpu_percent=20.0)).regime is Regime.WAITING
     # the same reading on a saturated (or unmeasured) machine: a GIL-bound process starved of CPU looks alike
-    assert read_gil(waiting, Levels(threads=(4,)), Machine(cores=2, cpu_percent=100.0)).regime is Regime.GIL_BOUND
-    assert read_gil(waiting, Levels(threads=(4,))).regime is Regime.GIL_BOUND
-    assert read_gil(workers_period(1, 1.0, 0.3, 10), Levels(threads=(1,))).regime is Regime.CPU  # one thread: no evidence
+    assert read_gil(waiting, Machine(cores=2, cpu_percent=100.0)).regime is Regime.GIL_BOUND
+    assert read_gil(waiting).regime is Regime.GIL_BOUND
+    assert read_gil(workers_period(1, 1.0, 0.3, 10)).regime is Regime.CPU  # one thread: no evidence
 
 
 def test_the_process_whose_threads_pile_up_on_the_gil_speaks_for_the_level():
@@ -62,7 +62,7 @@ def test_the_process_whose_threads_pile_up_on_the_gil_speaks_for_the_level():
     workers = (WorkerPeriod(0, busy_s=0.95, cpu_s=0.5, utilisation=0.95, process=0),
                WorkerPeriod(1, busy_s=0.95, cpu_s=0.5, utilisation=0.95, process=0),
                WorkerPeriod(2, busy_s=1.0, cpu_s=1.0, utilisation=1.0, process=1))
-    reading = read_gil(PeriodStats(0.0, 1.0, workers=workers), Levels(threads=(2, 1), held=True, moved={"b": 1}))
+    reading = read_gil(PeriodStats(0.0, 1.0, workers=workers))
     assert reading.regime is Regime.GIL_BOUND and reading.busy_threads == pytest.approx(1.9)
 
 
@@ -81,7 +81,7 @@ def test_operators_that_wait_with_the_gil_released_may_go_above_the_cores_while_
 
 def test_the_gil_guard_holds_its_cap_for_a_while_then_lets_go():
     guard = GilGuard(hold_periods=3)
-    reading = read_gil(workers_period(2, 1.0, 1.0, 10), Levels(threads=(2,)))
+    reading = read_gil(workers_period(2, 1.0, 1.0, 10))
     guard.hold(1)
     assert [guard.ceiling(reading, Machine(cores=4)) for _ in range(4)] == [1, 1, 4, 4]
 
@@ -100,7 +100,7 @@ def test_recorded_pure_python_pipeline_at_4_threads_goes_down_to_1(controller):
     middle = len(periods) // 2
     decisions = controller().decide(periods[middle], Levels(threads=(4,)), Machine(cores=2, cpu_percent=cpu[middle]))
     assert [(d.process, d.threads) for d in decisions if isinstance(d, SetThreads)] == [(0, 1)]
-    assert read_gil(periods[middle], Levels(threads=(4,))).busy_threads > 2      # several threads were busy
+    assert read_gil(periods[middle]).busy_threads > 2      # several threads were busy
 
 
 def test_no_process_is_proposed_while_the_machine_cpu_is_saturated():

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from elastic_snapshots import workers_period
 
 from elastream.elastic.controller import Machine
-from elastream.elastic.trend import TrendController
+from elastream.elastic.trend import TrendController, is_start_up
 from elastream.runtime.decisions import Levels, SetThreads
 
 MACHINE = Machine(cores=8, cpu_percent=30.0)
@@ -117,3 +119,16 @@ def test_a_unit_moved_whole_into_another_process_is_a_new_curve():
     moved = Levels(threads=(2, 2), replicas={"b0": 1}, held=True, moved={"b0": 1})
     controller.decide(period_at(2, {2: 100}), moved, MACHINE)
     assert not any(rec.trusted for rec in controller.records.values())
+
+
+def test_a_runs_first_period_measures_no_level():
+    """Its threads start during it and its queues fill from empty: recorded as level 1's, its throughput would
+    be compared with every later level's."""
+    steady = period_at(1, {1: 6000})
+    workers = tuple(replace(w, alive_s=0.85) for w in steady.workers)       # started 150 ms into the period
+    first = replace(steady, workers=workers)
+    controller = TrendController()
+    assert is_start_up(first) and controller.decide(first, Levels(threads=(1,)), MACHINE) == []
+    assert controller.records == {}
+    later = replace(first, start_s=1.0)
+    assert not is_start_up(later) and controller.decide(later, Levels(threads=(1,)), MACHINE)  # explores

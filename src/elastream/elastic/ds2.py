@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from elastream.elastic.bottleneck import DRAIN_S, TAU, detect_bottlenecks, is_backlogged, is_starved
 from elastream.elastic.controller import Machine, machine_or_here
 from elastream.elastic.hotkeys import HOT_SHARE, HotKeyWatch
-from elastream.elastic.packing import fits_after, spread_decisions
+from elastream.elastic.packing import fits_after, lowers_busiest, spread_decisions
 from elastream.elastic.view import FlowView, Unit, flow_view, period_throughput
 from elastream.metrics.period import PeriodStats
 from elastream.runtime.decisions import Decision, Levels, SetReplicas
@@ -222,7 +222,8 @@ class DS2Controller:
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
         resized = [] if not self._has_room(period, levels, machine) else (
-            grow_decisions(view, sizing, caps, bottlenecks) or spread_decisions(view, sizing, levels, caps, self.tau))
+            [d for d in grow_decisions(view, sizing, caps, bottlenecks) if lowers_busiest(view, sizing, levels, d)]
+            or spread_decisions(view, sizing, levels, caps, self.tau))
         shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
         resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])
         return decisions + self._not_repeated(resized, view)

@@ -25,6 +25,8 @@ every other unit in process 0 at its measured load) against its threads:
   merges in process 0, which cost C-Stream Fig. 11 (six branches) 4-7% against
   the whole-branch plan. One heavy unit cannot be balanced by moving: it is
   replicated, as before.
+* **Grow** (:func:`lowers_busiest`): a replica DS2 sizes for a short unit is added only where it lowers
+  the busiest process's load, since replica ``r`` shares process ``r`` with whatever runs there whole.
 * **Keep** (:func:`fits_after`): a replica is given back only if every process
   still fits, with DS2's shrink headroom, once the replica's measured work
   moves to the replicas that stay (:func:`held_loads`). Without this rule,
@@ -150,6 +152,22 @@ def spread_decisions(view: FlowView, sizing: dict, levels: Levels, caps: dict[st
         f"thread{'s' if capacity > 1 else ''}, while {name!r} needs {needs[name]:.2f} instances: "
         f"{counts[name]} replicas, one in each of processes 0-{counts[name] - 1} (held processes)"))
         for name in sorted(grown)]
+
+
+def lowers_busiest(view: FlowView, sizing: dict, levels: Levels, decision: SetReplicas) -> bool:
+    """True when ``decision``'s replica count lowers the busiest process's load (always, without processes held
+    ready): replica ``r`` runs in process ``r``, and one landing in a process as busy as the rest only moves work
+    between full processes and adds a split and a merge (IBM Fig. 10, GIL released: after a change of load, a
+    second replica of the branch left in process 0 went to the worker already running the other branch whole,
+    and the run's last phase went on at 0.65 of the best static)."""
+    if not levels.held or levels.processes < 2:
+        return True
+    needs = unit_needs(view, sizing)
+    counts = {name: unit.instances for name, unit in view.units.items()}
+    before = process_loads(view, needs, counts, levels.processes, levels.moved)
+    after = process_loads(view, needs, {**counts, decision.operator: decision.count}, levels.processes,
+                          levels.moved)
+    return max(after) < max(before)
 
 
 def held_loads(period: PeriodStats, processes: int) -> tuple[list[float], dict[str, list[float]]]:

@@ -15,9 +15,9 @@ from elastic_snapshots import op
 
 from elastream.elastic.bottleneck import detect_bottlenecks
 from elastream.elastic.controller import Machine
-from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller, ds2_instances
-from elastream.elastic.packing import (fits_after, held_loads, process_loads, spread_decisions, unit_needs,
-                                       whole_moves)
+from elastream.elastic.ds2 import SHRINK_HEADROOM, DS2Controller, Sizing, ds2_instances
+from elastream.elastic.packing import (fits_after, held_loads, lowers_busiest, process_loads, spread_decisions,
+                                       unit_needs, whole_moves)
 from elastream.elastic.view import FlowView, Unit, flow_view
 from elastream.metrics.period import PeriodStats, WorkerPeriod
 from elastream.runtime.decisions import Levels, SetReplicas
@@ -79,6 +79,18 @@ def test_no_replica_goes_to_a_worker_already_as_busy_as_process_0():
     sizing = ds2_instances(view, MACHINE, caps)
     assert process_loads(view, unit_needs(view, sizing), {b: 1 for b in BRANCHES}, 2, moved.moved)[0] > 1.0
     assert spread_decisions(view, sizing, moved, caps) == []
+
+
+@pytest.mark.parametrize(("needs", "worth_it"), [((1.0, 1.0), False), ((1.6, 0.3), True)],
+                         ids=["worker-as-busy", "worker-light"])
+def test_a_grown_replica_must_lower_the_busiest_process(needs, worth_it):
+    """IBM Fig. 10's two branches: "b1" left in process 0, "b2" moved whole into the held worker. A second
+    replica of "b1" runs in process 1 too: worth it only if the worker has the room."""
+    view = FlowView(period_s=1.0, units={name: unit(name) for name in ("src", "b1", "b2")})
+    sizing = {name: Sizing(name, 1000.0, 1000.0 / need, need) for name, need in zip(("b1", "b2"), needs)}
+    levels = Levels(threads=(1, 1), replicas={"b1": 1, "b2": 1}, held=True, moved={"b2": 1})
+    assert lowers_busiest(view, sizing, levels, SetReplicas("b1", 2)) is worth_it
+    assert lowers_busiest(view, sizing, replace(levels, held=False), SetReplicas("b1", 2))   # nothing held
 
 
 def test_keyed_branches_spread_over_the_held_process_instead():

@@ -3,7 +3,8 @@
 A :class:`ThreadRecord` per thread level remembers the throughput last seen
 there and whether it is trusted. Each period (Fig. 7's ``updateThreadLevel``):
 
-1. if the load changed, no record is trusted any more;
+1. if the load changed, no record is trusted any more, and the window that showed it
+   (holding the old load's tuples too) is not recorded: the level is measured again;
 2. the throughput is recorded at the current level (measured over a window of
    one or more periods at that level, so that a slow flow's batch-sized
    counts do not pass for trends);
@@ -160,26 +161,28 @@ class TrendController:
     # -- IBM Fig. 7 ----------------------------------------------------------------------------------
     def update_thread_level(self, level: int, thput: float, ceiling: int, cpu_ok: bool = True) -> tuple[int, str]:
         """One period at ``level`` with throughput ``thput``: the next level and the rule that chose it."""
-        changed = self.change_in_load(level, thput)
-        if changed:
+        if self.change_in_load(level, thput):
+            # The window that shows the change holds the old load's queued tuples too: its throughput is
+            # neither load's. Recorded as this level's, every level explored next beat it (IBM Fig. 10, GIL
+            # released: plain Runner() went to 2 threads at the last change and stayed, 0.87 of 1 thread's).
             self.untrust_all()
             self.gil.forget()
+            return level, f"load changed, nothing trusted: measuring {level} thread(s) again (IBM §4.2)"
         self.observe(level, thput)
         below, above = self.trend_below(level, thput), self.trend_above(level, thput, ceiling)
         trust_above, trust_below = self.trust_above(level, ceiling), self.trust_below(level)
-        prefix = "load changed, nothing trusted; " if changed else ""
         wants_up = (below and not trust_above) or above or (level == self.min_threads and not trust_above)
         if wants_up and cpu_ok:  # Fig. 7: a refused increase falls through to the decrease test
             if level < ceiling:
-                return level + 1, prefix + self._why_up(level, thput, below, above)
-            return level, prefix + f"at the most threads worth running ({ceiling})"
+                return level + 1, self._why_up(level, thput, below, above)
+            return level, f"at the most threads worth running ({ceiling})"
         busy = "the machine's CPU is above 80%; " if wants_up else ""
         if not trust_below or not below:
             target = max(self.min_threads, level - 1)
             why = ("nothing trusted below this level" if not trust_below
                    else f"no upward trend ({self.sens:.0%}) from level {level - 1}")
-            return target, prefix + busy + f"{why}: down to {target} thread(s) (IBM §4.2)"
-        return level, prefix + busy + "at the peak: better than below, nothing better above"
+            return target, busy + f"{why}: down to {target} thread(s) (IBM §4.2)"
+        return level, busy + "at the peak: better than below, nothing better above"
 
     def observe(self, level: int, thput: float) -> None:
         """Record the period's throughput at ``level`` (trusting it; the first trusted value stays)."""

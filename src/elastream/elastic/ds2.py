@@ -221,12 +221,18 @@ class DS2Controller:
         sizing = ds2_instances(view, machine, caps, self.tau)
         bottlenecks = detect_bottlenecks(view, self.tau)
         decisions: list[Decision] = list(named)
-        resized = [] if not self._has_room(period, levels, machine) else (
-            [d for d in grow_decisions(view, sizing, caps, bottlenecks) if lowers_busiest(view, sizing, levels, d)]
-            or spread_decisions(view, sizing, levels, caps, self.tau))
+        room = self._has_room(period, levels, machine)  # first: it counts the periods with room
+        resized = self._grown(view, sizing, levels, caps, bottlenecks) if room else []
         shrinks = shrink_decisions(view, sizing, {b.name for b in bottlenecks})
         resized += self._confirmed([d for d in shrinks if fits_after(period, levels, d, SHRINK_HEADROOM)])
         return decisions + self._not_repeated(resized, view)
+
+    def _grown(self, view: FlowView, sizing: dict[str, Sizing], levels: Levels, caps: dict[str, int],
+               bottlenecks: list[Unit]) -> list[SetReplicas]:
+        """More replicas for the units DS2 finds short where they lower the busiest process's load
+        (:func:`~elastream.elastic.packing.lowers_busiest`), else the held layout's moves and spreads."""
+        grows = [d for d in grow_decisions(view, sizing, caps, bottlenecks) if lowers_busiest(view, sizing, levels, d)]
+        return grows or spread_decisions(view, sizing, levels, caps, self.tau)
 
     def _has_room(self, period: PeriodStats, levels: Levels, machine: Machine) -> bool:
         """True when a replica could add CPU: the workers are not full (:func:`cpu_is_full`) and, with

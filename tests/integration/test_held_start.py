@@ -9,6 +9,7 @@ they start from boots as soon as the run starts.
 
 from __future__ import annotations
 
+import os
 import threading
 
 import pytest
@@ -63,6 +64,27 @@ def test_without_a_decision_the_held_workers_never_start():
         gate.set()
     assert handle.wait(60).outputs["out"] == expected(2_000)
     assert handle.inner.worker_pids[1:] == []
+
+
+def test_rings_of_held_workers_get_pages_only_when_the_workers_start(wait_until):
+    # Most runs never start them: reserving and mapping 4 MB per ring cost every plain Runner() ~3 ms.
+    gate = threading.Event()
+    handle = es.Runner(elastic=es.Elastic(controller="trend")).start(keyed_flow(gated(3_000, gate, after=200)))
+    try:
+        rings = list(handle.inner._rings)
+        assert rings and handle.inner._held.waiting
+        assert all(_page_bytes(r) < r.capacity // 2 for r in rings)
+        applied = handle.submit([SetReplicas("count", 2, reason="test")])
+        assert applied[0].ok, applied[0].why
+        wait_until(lambda: len(handle.inner.worker_pids) == handle.inner.processes, what="the held workers' start")
+        assert all(_page_bytes(r) >= r.capacity for r in rings)
+    finally:
+        gate.set()
+    assert handle.wait(60).outputs["out"] == expected(3_000)
+
+
+def _page_bytes(ring) -> int:
+    return os.stat(f"/dev/shm/{ring.name}").st_blocks * 512
 
 
 def test_the_fork_helper_boots_while_the_held_workers_wait():

@@ -468,6 +468,24 @@ def test_an_owner_that_only_unlinks_allocates_the_pages_without_mapping_them():
         assert _resident_kb(ring.name) < size // 1024
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/shm"), reason="needs Linux /dev/shm")
+def test_a_ring_created_unreserved_gets_its_pages_only_from_reserve_pages_and_only_its_owner_may_ask():
+    with SharedRing.create(1 << 20, prefault=False, reserve=False) as ring:
+        size = ring._data + ring.capacity
+        assert os.stat(f"/dev/shm/{ring.name}").st_blocks * 512 < size // 2   # the control block at most
+        other = SharedRing.attach(ring.name, prefault=False)
+        try:
+            with pytest.raises(RuntimeError, match="only the handle that created it"):
+                other.reserve_pages()
+        finally:
+            other.close()
+        ring.reserve_pages()
+        assert os.stat(f"/dev/shm/{ring.name}").st_blocks * 512 >= size
+        ring.register_producer()
+        assert ring.try_write(b"still a ring", target=3)
+        assert ring.try_read(4) == [(3, b"still a ring")]
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux /proc")
 def test_a_handle_closed_at_once_stops_its_background_prefault_which_then_unmaps(wait_until, monkeypatch):
     handed_over = []

@@ -203,7 +203,8 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
     # -- life cycle --------------------------------------------------------------------------------
     @classmethod
     def create(cls, capacity_bytes: int, name: str | None = None, *, producers: int | None = None,
-               max_producers: int = 64, stall_timeout: float = 10.0, prefault: bool = True) -> SharedRing:
+               max_producers: int = 64, stall_timeout: float = 10.0, prefault: bool = True,
+               reserve: bool = True) -> SharedRing:
         """Create a ring with a data area of ``capacity_bytes`` (rounded up to 8); this handle owns it.
 
         ``producers``: how many producers will register (end-of-stream waits for
@@ -212,7 +213,8 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
         segment's pages are allocated at once; ``prefault=False`` leaves them
         unmapped in this handle, for an owner that will neither write nor read
         (every handle that attaches maps them itself): ~1 ms instead of ~3 ms
-        for 4 MB.
+        for 4 MB. ``reserve=False`` leaves the pages to :meth:`reserve_pages` (or to the first
+        writes), for a ring that may never carry a record (a worker held ready).
 
         Example: ``ring = SharedRing.create(2 << 20, producers=2)``
         """
@@ -236,7 +238,8 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
                 q[_W_MAGIC] = _MAGIC
             finally:
                 q.release()
-            allocate(shm._fd, data_offset + capacity)   # noqa: SLF001 - the segment's own file
+            if reserve:
+                allocate(shm._fd, data_offset + capacity)   # noqa: SLF001 - the segment's own file
             job = _prefault(shm._mmap, data_offset) if prefault else None  # noqa: SLF001 - its own mapping
             try:
                 return cls(shm.name, shm.buf, owner=shm, prefault_job=job)
@@ -261,8 +264,9 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
     def attach(cls, name: str, *, prefault: bool = True) -> SharedRing:
         """Map the existing ring ``name`` (from any process); this handle does not own it.
 
-        ``prefault=False`` leaves the data pages unmapped in this handle, for one that only reads
-        the statistics or registers and closes a producer (no page-table work, no background thread).
+        ``prefault=False`` leaves the data pages unmapped in this handle until it touches them, for one
+        that only reads the statistics or registers and closes a producer, or an end that may never carry a
+        record (no page-table work, no background thread).
 
         Example: ``ring = SharedRing.attach(owner.name)``
         """
@@ -364,6 +368,14 @@ class SharedRing(RingProducer, RingConsumer, RingWaiting):
             with self._consumer_lock:              # a reader polling in C holds it: unmap only after it left
                 self._closed = True
                 self._finalizer()
+
+    def reserve_pages(self) -> None:
+        """Give the segment all its pages now (owner only): a full ``/dev/shm`` raises OSError (ENOSPC) here
+        rather than a SIGBUS on some later write. What ``create(reserve=True)`` does at once."""
+        if self._owner is None:
+            raise RuntimeError(f"ring {self.name}: only the handle that created it may reserve its pages")
+        self._check_open()
+        allocate(self._owner._fd, self._owner.size)  # noqa: SLF001 - the segment's own file
 
     def unlink(self) -> None:
         """Remove the segment's name (owner only; idempotent). Mappings stay valid until closed."""

@@ -11,7 +11,9 @@ is the slow one, boots as the run starts (:func:`~elastream.processes.spawn.warm
 
 Until then nothing is sent to them: only a decision routes work to a held
 replica, and the rings are there from the start, so what a decision sends
-waits in them until the worker attaches. A flow that ends first has sent
+waits in them until the worker attaches. Their pages are reserved only as the
+workers start, and part 0 maps them only as it uses them: a run that never
+starts its held workers pays neither (~3 ms of a run's start and end). A flow that ends first has sent
 nothing: once every stream into the waiting workers has ended empty, their
 streams out are ended in their name (registered and closed as their one
 producer), so part 0's ring receivers end as they would after the workers'
@@ -57,14 +59,17 @@ def workers_can_wait(assignment: dict[str, int], active: dict[str, tuple[int, ..
 class HeldWorkers:
     """The worker specs a run holds ready and has not started (all start together, or none)."""
 
-    def __init__(self, specs: Iterable[ChildSpec]):
+    def __init__(self, specs: Iterable[ChildSpec], rings: Iterable[Any]):
         self.specs = list(specs)
+        #: The rings to and from these workers; their pages are reserved only as the workers start.
+        self.ring_names = frozenset(ce.ring_name for s in self.specs for ce in (*s.incoming, *s.outgoing))
+        self._rings = {ring.name: ring for ring in rings if ring.name in self.ring_names}
+        """Their owner handles (the supervisor's: it closes and unlinks them)."""
         self._asked = threading.Event()
         self._pipe_lock = threading.Lock()  # poke never writes to a closed descriptor's number (reused by now)
         self.fd, self._wake = os.pipe()
         os.set_blocking(self.fd, False)
         os.set_blocking(self._wake, False)
-        self._rings: dict[str, Any] = {}
 
     @property
     def waiting(self) -> bool:
@@ -102,7 +107,10 @@ class HeldWorkers:
         return IDLE_CHECK_S if self.specs else None
 
     def take(self) -> list[ChildSpec]:
-        """The specs to start now (the waiting ones, all of them)."""
+        """The specs to start now (the waiting ones, all of them), once their rings have all their pages (a full
+        ``/dev/shm`` raises OSError here, before any worker starts, rather than a SIGBUS on a later write)."""
+        for ring in self._rings.values():
+            ring.reserve_pages()
         specs, self.specs = self.specs, []
         return specs
 
@@ -112,7 +120,7 @@ class HeldWorkers:
             return False
         for spec in self.specs:
             for ce in spec.outgoing:
-                ring = self._ring(ce.ring_name)
+                ring = self._rings[ce.ring_name]
                 ring.close_producer(ring.register_producer())
         self.specs = []
         return True
@@ -122,10 +130,8 @@ class HeldWorkers:
         self.specs = []
 
     def close(self) -> None:
-        """Release the wake pipe and the ring handles (the supervisor's last step)."""
+        """Release the wake pipe and forget the rings (the supervisor's last step; it closes them)."""
         self.specs = []
-        for ring in self._rings.values():
-            ring.close()
         self._rings = {}
         with self._pipe_lock:
             fds, self._wake = (self.fd, self._wake), -1
@@ -136,17 +142,9 @@ class HeldWorkers:
                 pass
 
     def _ended_empty(self, ring_name: str) -> bool:
-        stats = self._ring(ring_name).statistics()
+        stats = self._rings[ring_name].statistics()
         return (stats.producers_registered > 0 and stats.producers_closed >= stats.producers_registered
                 and stats.records_written == 0)
-
-    def _ring(self, name: str) -> Any:
-        ring = self._rings.get(name)
-        if ring is None:
-            from elastream.ipc.ring import SharedRing
-
-            ring = self._rings[name] = SharedRing.attach(name, prefault=False)  # statistics and an end only
-        return ring
 
     def clear_wakes(self) -> None:
         """Forget the wake-ups written so far (the supervisor's look is under way)."""

@@ -42,9 +42,12 @@ class RingSender(Operator):
     kind = Kind.COROUTINE  # the engine's own ends of a ring
     urgent = True  # the consuming process may be idle until this runs (runtime.scheduler: Scheduler.urgent)
 
-    def __init__(self, ring_name: str, batch_size: int = 256, in_flight_bytes: int | None = None, peer: str = ""):
+    def __init__(self, ring_name: str, batch_size: int = 256, in_flight_bytes: int | None = None, peer: str = "",
+                 prefault: bool = True):
         super().__init__(inputs=1, outputs=0)
         self.ring_name = ring_name
+        self.prefault = prefault
+        """Map the ring's pages on open (False: as the writes first touch them, for a ring that may stay unused)."""
         self.peer = peer
         """The operator its ring feeds in the other process (a replica's name: what a moved unit's ends share)."""
         self.batch_size = batch_size
@@ -61,7 +64,7 @@ class RingSender(Operator):
         """Tuples a unit moved whole may have in the ring (0: not moved, or its allowance is set)."""
 
     def open(self, ctx) -> None:
-        self.ring = SharedRing.attach(self.ring_name)
+        self.ring = SharedRing.attach(self.ring_name, prefault=self.prefault)
         self.ring.register_producer()
         self._ended = False
 
@@ -149,9 +152,11 @@ class RingReceiver(Operator):
 
     kind = Kind.COROUTINE  # the engine's own ends of a ring
 
-    def __init__(self, ring_name: str, max_records: int = 16, peer: str = ""):
+    def __init__(self, ring_name: str, max_records: int = 16, peer: str = "", prefault: bool = True):
         super().__init__(inputs=0, outputs=1)
         self.ring_name = ring_name
+        self.prefault = prefault
+        """Map the ring's pages on open (False: as the reads first touch them, for a ring that may stay unused)."""
         self.peer = peer
         """The operator whose outputs its ring carries from the other process."""
         self.max_records = max_records
@@ -161,7 +166,7 @@ class RingReceiver(Operator):
         self._last_data = 0.0
 
     def open(self, ctx) -> None:
-        self.ring = SharedRing.attach(self.ring_name)
+        self.ring = SharedRing.attach(self.ring_name, prefault=self.prefault)
         self._waiter = self.ring.read_waiter()
         self._last_data = 0.0
 

@@ -64,11 +64,14 @@ def warm_fork_server(specs: list[ChildSpec], config: ProcessConfig) -> None:
         return
 
 
-def create_rings(names: Iterable[str], ring_bytes: int) -> list[Any]:
-    """One ring segment per name, each expecting one producer; returns the handles (they only unlink)."""
+def create_rings(names: Iterable[str], ring_bytes: int, reserve: bool = True) -> list[Any]:
+    """One ring segment per name, each expecting one producer; returns the handles (they only unlink).
+
+    ``reserve=False``: their pages are not given yet (``SharedRing.reserve_pages``), for held workers'.
+    """
     from elastream.ipc.ring import SharedRing
 
-    return [SharedRing.create(ring_bytes, name=name, producers=1, prefault=False) for name in names]
+    return [SharedRing.create(ring_bytes, name=name, producers=1, prefault=False, reserve=reserve) for name in names]
 
 
 def remove_rings(rings: Iterable[Any]) -> None:

@@ -67,6 +67,9 @@ class ChildSpec:
     batch_size: int = 256
     query_tags: dict[str, tuple[str, str]] = field(default_factory=dict)
     """(query, priority class) of the part's operators that have one in the whole flow (tagged or inherited)."""
+    held_rings: frozenset[str] = frozenset()
+    """Rings to and from workers held ready (processes.held_start): this part's ends map their pages as they
+    first use them, not up front, since most runs never start those workers."""
 
 
 class UnpicklableOperatorError(FlowValidationError):
@@ -222,10 +225,12 @@ def build_child_flow(spec: ChildSpec) -> Flow:
         flow.connect(handles[c.src].out(c.src_port), handles[c.dst].in_(c.dst_port))
     for ce in spec.outgoing:
         sender = flow.add(RingSender(ce.ring_name, batch_size=spec.batch_size, peer=ce.conn.dst,
-                                     in_flight_bytes=spec.config.process.ring_in_flight_bytes), name=ce.sender_name)
+                                     in_flight_bytes=spec.config.process.ring_in_flight_bytes,
+                                     prefault=ce.ring_name not in spec.held_rings), name=ce.sender_name)
         flow.connect(handles[ce.conn.src].out(ce.conn.src_port), sender.in_(0))
     for ce in spec.incoming:
-        receiver = flow.add(RingReceiver(ce.ring_name, peer=ce.conn.src), name=ce.receiver_name)
+        receiver = flow.add(RingReceiver(ce.ring_name, peer=ce.conn.src, prefault=ce.ring_name not in spec.held_rings),
+                            name=ce.receiver_name)
         flow.connect(receiver.out(0), handles[ce.conn.dst].in_(ce.conn.dst_port))
     for name, (query, priority) in spec.query_tags.items():
         flow.tag_query(name, query=query, priority=priority)

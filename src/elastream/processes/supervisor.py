@@ -133,10 +133,12 @@ class ProcessRunHandle:
             self._proxy_targets = {ce.sender_name: ce.conn.dst for spec in specs for ce in spec.outgoing}
             if workers_can_wait(self.assignment, self.config.active_replicas):
                 # Held-ready workers (an elastic Runner()) take no work until a decision adds them: part 0
-                # starts at once, and the supervisor thread starts them later (processes.held_start).
-                self._create_rings(ring_names)
+                # starts at once, and the supervisor thread starts them later (processes.held_start). Their
+                # rings get pages then too, and part 0 maps them only as it uses them (most runs never do).
+                self._rings.extend(create_rings(ring_names.values(), self.config.process.ring_bytes, reserve=False))
+                self._held = HeldWorkers(specs[1:], self._rings)
+                specs[0].held_rings = self._held.ring_names
                 self._local = LocalPart(specs[0])
-                self._held = HeldWorkers(specs[1:])
                 self._local.when_completed(self._held.feeding(specs[0]), self._held.poke)
                 return
             # The workers boot (~10 ms) while this thread creates the rings and starts part 0; each

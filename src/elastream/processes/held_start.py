@@ -10,16 +10,16 @@ replica (:meth:`HeldWorkers.ask`), and not before. The fork helper, whose first 
 is the slow one, boots as the run starts (:func:`~elastream.processes.spawn.warm_fork_server`).
 
 Until then nothing is sent to them: only a decision routes work to a held
-replica, and the rings are there from the start, so what a decision sends
-waits in them until the worker attaches. Their pages are reserved only as the
-workers start, and part 0 maps them only as it uses them: a run that never
-starts its held workers pays neither (~3 ms of a run's start and end). A flow that ends first has sent
-nothing: once every stream into the waiting workers has ended empty, their
-streams out are ended in their name (registered and closed as their one
-producer), so part 0's ring receivers end as they would after the workers'
-own end, and the workers are never started. Part 0's senders into those
-streams wake the supervisor as they complete (:meth:`HeldWorkers.poke`), so
-the flow's end is not left to the supervisor's next look.
+replica, and the rings are there from the start, so what a decision sends waits
+in them until the worker attaches. Their pages are reserved only as the workers
+start, and part 0 maps them only as it uses them: a run that never starts its
+held workers pays neither (~3 ms of a run's start and end). A flow that ends
+first has sent nothing: once every stream into the waiting workers has ended
+empty, their streams out are ended in their name (registered and closed as
+their one producer), so part 0's ring receivers end as they would after the
+workers' own end, and the workers are never started. Part 0's senders into
+those streams wake the supervisor as they complete (:meth:`HeldWorkers.poke`),
+so the flow's end is not left to the supervisor's next look.
 
 Threading: the supervisor thread calls everything but :meth:`HeldWorkers.ask`,
 which the thread submitting decisions calls (it only sets a flag and writes

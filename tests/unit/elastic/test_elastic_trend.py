@@ -132,3 +132,34 @@ def test_a_runs_first_period_measures_no_level():
     assert controller.records == {}
     later = replace(first, start_s=1.0)
     assert not is_start_up(later) and controller.decide(later, Levels(threads=(1,)), MACHINE)  # explores
+
+
+def test_a_change_of_load_met_at_a_level_with_no_record_is_seen_and_that_level_measured_again():
+    """IBM compares a level only with its own past. On IBM Fig. 10 (GIL released) the step up to 2 threads met
+    the cost per tuple falling 8-fold: 7 times level 1's throughput, read as the second thread's doing, held
+    2 threads for 10 periods. One thread more does at most twice the work of one, give or take LOAD_CHANGE."""
+    controller = TrendController()
+    assert controller.update_thread_level(1, 16_000.0, ceiling=2)[0] == 2       # the lowest level: try 2
+    level, why = controller.update_thread_level(2, 117_000.0, ceiling=2)        # the load changed meanwhile
+    assert level == 2 and "load changed" in why
+    assert not any(rec.trusted for rec in controller.records.values())
+    level, why = controller.update_thread_level(2, 110_000.0, ceiling=2)        # measured again
+    assert level == 1 and "nothing trusted below" in why
+    assert controller.update_thread_level(1, 117_000.0, ceiling=2)[0] == 1      # 2 did no better: stays
+    assert controller.update_thread_level(1, 118_000.0, ceiling=2)[0] == 1
+
+
+def test_a_level_that_does_what_its_threads_can_is_not_a_change_of_load():
+    controller = TrendController()
+    controller.update_thread_level(1, 16_000.0, ceiling=4)
+    assert controller.update_thread_level(2, 36_000.0, ceiling=4)[0] == 3       # 2.25x: within 2 threads' reach
+    assert controller.records[1].trusted
+    # down to a level with no record: one thread fewer of 3 loses at most a third of the work, give or take
+    controller = TrendController()
+    for level, thput in ((1, 10_000.0), (2, 19_000.0), (3, 30_000.0)):
+        controller.update_thread_level(level, thput, ceiling=3)
+    assert "load changed" in controller.update_thread_level(3, 45_000.0, ceiling=3)[1]
+    assert controller.update_thread_level(3, 45_000.0, ceiling=3)[0] == 2       # nothing trusted below
+    assert "load changed" in controller.update_thread_level(2, 20_000.0, ceiling=3)[1]   # < 2/3 x 0.8 of 45k
+    controller.update_thread_level(2, 20_000.0, ceiling=3)                      # measured again: recorded
+    assert controller.records[2].trusted and controller.records[2].first_thput == 20_000.0

@@ -135,7 +135,7 @@ class ProcessRunHandle:
                 # Held-ready workers (an elastic Runner()) take no work until a decision adds them: part 0
                 # starts at once, and the supervisor thread starts them later (processes.held_start). Their
                 # rings get pages then too, and part 0 maps them only as it uses them (most runs never do).
-                self._rings.extend(create_rings(ring_names.values(), self.config.process.ring_bytes, reserve=False))
+                self._create_rings(ring_names, reserve=False)
                 self._held = HeldWorkers(specs[1:], self._rings)
                 specs[0].held_rings = self._held.ring_names
                 self._local = LocalPart(specs[0])
@@ -153,8 +153,8 @@ class ProcessRunHandle:
             self.unlink_rings()
             raise
 
-    def _create_rings(self, ring_names: dict) -> None:
-        self._rings.extend(create_rings(ring_names.values(), self.config.process.ring_bytes))
+    def _create_rings(self, ring_names: dict, reserve: bool = True) -> None:
+        self._rings.extend(create_rings(ring_names.values(), self.config.process.ring_bytes, reserve=reserve))
 
     def _start_held(self, live: dict, sentinels: dict) -> None:
         """Start the held workers when due, or end their streams when the flow ended without them
